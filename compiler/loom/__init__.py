@@ -1,0 +1,40 @@
+"""Loom: write collective algorithms in a Python DSL, compile them to JSON plans, run them on GPUs.
+
+The compiler side of the package is pure Python. The runtime and executor live in the native
+extension ``loom._native``, which is imported only when one of its names is used (``loom.Plan``).
+"""
+
+from loom.errors import (
+    CudaError,
+    InvalidArgumentError,
+    LoomError,
+    LoomSystemError,
+    LoomTimeoutError,
+    NativeModuleMissing,
+    PlanError,
+    TransportError,
+)
+from loom.version import __version__
+
+__all__ = [
+    "CudaError",
+    "InvalidArgumentError",
+    "LoomError",
+    "LoomSystemError",
+    "LoomTimeoutError",
+    "NativeModuleMissing",
+    "Plan",
+    "PlanError",
+    "TransportError",
+    "__version__",
+]
+
+_NATIVE_NAMES = {"Plan"}
+
+
+def __getattr__(name: str):
+    if name in _NATIVE_NAMES:
+        from loom.native import native_module
+
+        return getattr(native_module(), name)
+    raise AttributeError(f"module 'loom' has no attribute {name!r}")

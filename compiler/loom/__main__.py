@@ -1,0 +1,5 @@
+import sys
+
+from loom.cli import main
+
+sys.exit(main())

@@ -1,0 +1,69 @@
+"""The `loom` command: a thin layer over library functions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from loom.errors import LoomError
+from loom.version import __version__
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from loom.validate import validate_plan_file
+
+    failed = 0
+    for path in args.plans:
+        try:
+            plan = validate_plan_file(path)
+        except (LoomError, OSError) as error:
+            failed += 1
+            print(f"INVALID {error}", file=sys.stderr)
+        else:
+            if not args.quiet:
+                print(f"ok      {path} ({plan.collective}, {plan.world_size} ranks, {plan.protocol})")
+    return 1 if failed else 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from loom.plan_info import format_plan_info, plan_info
+    from loom.validate import validate_plan_file
+
+    infos = [plan_info(validate_plan_file(path)) for path in args.plans]
+    if args.json:
+        print(json.dumps(infos if len(infos) > 1 else infos[0], indent=2))
+    else:
+        print("\n\n".join(format_plan_info(info) for info in infos))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loom", description="Loom collective-communication tools")
+    parser.add_argument("--version", action="version", version=f"loom {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    validate = sub.add_parser("validate", help="check plans against the schema and the decoder's semantic checks")
+    validate.add_argument("plans", nargs="+", metavar="PLAN")
+    validate.add_argument("-q", "--quiet", action="store_true", help="print only failures")
+    validate.set_defaults(run=_cmd_validate)
+
+    info = sub.add_parser("info", help="summarise plans: collective, ranks, thread blocks, ops, scratch, sizes")
+    info.add_argument("plans", nargs="+", metavar="PLAN")
+    info.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    info.set_defaults(run=_cmd_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (LoomError, OSError) as error:
+        print(f"loom {args.command}: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

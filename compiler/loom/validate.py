@@ -1,0 +1,53 @@
+"""Validate plan files: size limit, UTF-8, JSON syntax, the schema, then the native decoder's
+semantic checks (chunk bounds, channels, ids, world size)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from loom.errors import InvalidArgumentError, PlanError
+from loom.native import native_module
+from loom.schema import check_schema
+
+DEFAULT_MAX_PLAN_BYTES = 32 << 20  # the native decoder's limit; keep in step with plan.hpp
+
+
+def max_plan_bytes() -> int:
+    text = os.environ.get("LOOM_MAX_PLAN_BYTES", "")
+    if not text:
+        return DEFAULT_MAX_PLAN_BYTES
+    if not text.isdigit() or int(text) == 0:
+        raise InvalidArgumentError(f"LOOM_MAX_PLAN_BYTES: expected a positive number of bytes, got {text!r}")
+    return int(text)
+
+
+def read_plan_json(path: str | os.PathLike[str]) -> Any:
+    """Read a plan file into Python objects, raising PlanError for size, encoding and syntax."""
+    origin = str(path)
+    size = Path(path).stat().st_size
+    limit = max_plan_bytes()
+    if size > limit:
+        raise PlanError(
+            f"the plan is {size} bytes, over the limit of {limit} bytes (LOOM_MAX_PLAN_BYTES raises it)", "$", origin
+        )
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PlanError(f"invalid JSON: not UTF-8 at byte {error.start}", "$", origin) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise PlanError(f"invalid JSON: {error.msg} at line {error.lineno} column {error.colno}", "$", origin) from None
+    except RecursionError:
+        raise PlanError("invalid JSON: nested too deeply", "$", origin) from None
+
+
+def validate_plan_file(path: str | os.PathLike[str]) -> Any:
+    """Check one plan file completely; return the decoded native Plan or raise PlanError."""
+    document = read_plan_json(path)
+    check_schema(document, str(path))
+    return native_module().Plan.load(str(path))
