@@ -70,7 +70,7 @@ const OpSpec& opSpec(OpType type) { return kSpecs[static_cast<size_t>(type)]; }
 
 std::optional<OpType> opTypeFromName(std::string_view name) {
   for (const OpSpec& spec : kSpecs) {
-    if (spec.name == name) return spec.type;
+    if (spec.name.size() == name.size() && spec.name[0] == name[0] && spec.name == name) return spec.type;
   }
   return std::nullopt;
 }

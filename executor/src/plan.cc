@@ -102,11 +102,15 @@ static void checkPlanSize(size_t bytes, const std::string& origin) {
   }
 }
 
-Plan Plan::parse(std::string_view json, const std::string& origin) {
-  checkPlanSize(json.size(), origin);
+static Plan decodeAndValidate(simdjson::padded_string_view json, const std::string& origin) {
   Plan plan = decodePlan(json, origin);
   validatePlan(plan, origin);
   return plan;
+}
+
+Plan Plan::parse(std::string_view json, const std::string& origin) {
+  checkPlanSize(json.size(), origin);
+  return decodeAndValidate(simdjson::padded_string(json), origin);
 }
 
 Plan Plan::load(const std::string& path) {
@@ -118,12 +122,13 @@ Plan Plan::load(const std::string& path) {
   if (size < 0) throw Error(ErrorCategory::kSystem, "cannot read plan file '" + path + "'");
   // Refuse an oversized file before reading it into memory.
   checkPlanSize(static_cast<size_t>(size), path);
-  std::string text(static_cast<size_t>(size), '\0');
+  // Read straight into simdjson's padded buffer: no second copy of a large plan.
+  simdjson::padded_string text(static_cast<size_t>(size));
   file.seekg(0);
   if (!file.read(text.data(), size)) {
     throw Error(ErrorCategory::kSystem, "cannot read plan file '" + path + "': " + std::strerror(errno));
   }
-  return parse(text, path);
+  return decodeAndValidate(text, path);
 }
 
 const GpuProgram& Plan::gpu(uint32_t rank) const {

@@ -139,7 +139,7 @@ std::string opFieldList(const OpSpec& spec) {
   return out;
 }
 
-std::string refKindText(RefKind kind) {
+const char* refKindText(RefKind kind) {
   switch (kind) {
     case RefKind::kLocal:
       return "a chunk of this rank ({buffer, index, count})";
@@ -239,7 +239,10 @@ class Decoder {
   }
 
   simdjson::dom::array nonEmptyArray(element value, const JsonPath& path, std::string_view what) {
-    simdjson::dom::array items = asArray(value, path, std::string("an array of ") + std::string(what));
+    if (value.type() != element_type::ARRAY) {
+      fail(path, "expected an array of " + std::string(what) + ", got " + describe(value));
+    }
+    simdjson::dom::array items = value.get_array().value_unsafe();
     if (items.size() == 0) fail(path, "expected a non-empty array of " + std::string(what) + ", got []");
     return items;
   }
@@ -250,7 +253,8 @@ class Decoder {
     out.names = &names;
     for (auto [key, value] : members) {
       size_t i = 0;
-      while (i < N && names[i] != key) ++i;
+      // Compare first bytes before whole names: this runs for every key of a plan.
+      while (i < N && (names[i].size() != key.size() || names[i][0] != key[0] || names[i] != key)) ++i;
       if (i == N) fail(path.field(key), "unknown field (allowed here: " + joinNames(names) + ")");
       if (out.values[i]) fail(path.field(key), "duplicate field");
       out.values[i] = value;
@@ -308,13 +312,14 @@ class Decoder {
 
   template <typename Enum>
   Enum choice(element value, const JsonPath& path, Choices<Enum> options) {
+    if (value.type() == element_type::STRING) {
+      std::string_view text(value);
+      for (const auto& [name, v] : options) {
+        if (name == text) return v;
+      }
+    }
     std::string allowed;
     for (const auto& [name, v] : options) allowed += (allowed.empty() ? "" : ", ") + quoted(name);
-    if (value.type() != element_type::STRING) fail(path, "expected one of " + allowed + ", got " + describe(value));
-    std::string_view text(value);
-    for (const auto& [name, v] : options) {
-      if (name == text) return v;
-    }
     fail(path, "expected one of " + allowed + ", got " + describe(value));
   }
 
@@ -432,12 +437,13 @@ class Decoder {
     size_t i = 0;
     for (element item : ops) {
       const JsonPath itemPath = p.at(i++);
-      tb.ops.push_back(op(item, itemPath, false));
+      decodeOp(item, itemPath, false, tb.ops.emplace_back());
     }
     return tb;
   }
 
-  Op op(element value, const JsonPath& path, bool inPipeline) {
+  // Decodes into `op` in place: ops are most of a plan, and moving them around is measurable.
+  void decodeOp(element value, const JsonPath& path, bool inPipeline, Op& op) {
     auto f = fields(asObject(value, path, "an op object"), path, kOpFields);
     const JsonPath namePath = path.field("op");
     std::string_view name = string(need(f, kOpName, path, "an op name"), namePath, 64);
@@ -458,7 +464,6 @@ class Decoder {
       }
     }
 
-    Op op;
     op.type = spec.type;
     if (f[kOpLoc]) op.location = location(*f[kOpLoc], path.field("loc"));
     op.src = chunkField(f, kOpSrc, spec.src, path);
@@ -493,14 +498,13 @@ class Decoder {
         size_t i = 0;
         for (element item : nonEmptyArray(need(f, kOpBody, path, "the ops to repeat"), bodyPath, "ops")) {
           const JsonPath itemPath = bodyPath.at(i++);
-          op.body.push_back(this->op(item, itemPath, true));
+          decodeOp(item, itemPath, true, op.body.emplace_back());
         }
         break;
       }
       default:
         break;
     }
-    return op;
   }
 
   SourceLocation location(element value, const JsonPath& path) {
@@ -524,7 +528,7 @@ class Decoder {
     std::vector<ChunkRef> refs;
     if (spec.kind == RefKind::kNone || (!spec.required && !f[field])) return refs;
     const JsonPath p = path.field(kOpFields[field]);
-    element value = need(f, field, path, "an array of " + refKindText(spec.kind));
+    element value = need(f, field, path, "a non-empty array of chunks");
     size_t i = 0;
     for (element item : nonEmptyArray(value, p, refKindText(spec.kind))) {
       const JsonPath itemPath = p.at(i++);
@@ -559,11 +563,18 @@ class Decoder {
 
 }  // namespace
 
-Plan decodePlan(std::string_view json, const std::string& origin) {
-  simdjson::dom::parser parser;
-  simdjson::padded_string padded(json);
+Plan decodePlan(simdjson::padded_string_view json, const std::string& origin) {
+  // One parser per thread, reused: for multi-megabyte plans, first-touching fresh parser buffers
+  // costs more than the parse itself. Buffers grown past kKeptParserBytes are released afterwards.
+  constexpr size_t kKeptParserBytes = 16u << 20;
+  thread_local simdjson::dom::parser parser;
+  struct ReleaseLargeBuffers {
+    ~ReleaseLargeBuffers() {
+      if (parser.capacity() > kKeptParserBytes) parser = simdjson::dom::parser();
+    }
+  } release;
   element root;
-  if (auto error = parser.parse(padded).get(root)) {
+  if (auto error = parser.parse(json).get(root)) {
     throw PlanError(origin, "$", std::string("invalid JSON: ") + simdjson::error_message(error));
   }
   return Decoder(origin).plan(root);

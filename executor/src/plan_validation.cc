@@ -196,7 +196,8 @@ class Validator {
   void checkRef(const GpuProgram& gpu, const ChunkRef& ref, const OpSpec& spec, bool isSource, uint32_t opCount,
                 const JsonPath& path) {
     uint32_t limit = gpu.chunks(ref.buffer);
-    std::string owner = "the " + std::string(bufferName(ref.buffer)) + " buffer";
+    const GpuProgram* owner = nullptr;  // the peer whose buffer a remote chunk lives in
+    bool multicast = false;
     if (ref.isRemote()) {
       const JsonPath channelPath = path.field("channel");
       const Channel& channel =
@@ -207,21 +208,25 @@ class Validator {
                                          std::string(bufferName(channel.buffer)) + " buffer, got " +
                                          quotedName(bufferName(ref.buffer)));
         }
-        owner = "the multicast " + std::string(bufferName(ref.buffer)) + " buffer";
+        multicast = true;
       } else {
-        const GpuProgram& peer = plan_.gpus[rankToGpu_[channel.peer]];
-        limit = peer.chunks(ref.buffer);
-        owner = "rank " + std::to_string(peer.rank) + "'s " + std::string(bufferName(ref.buffer)) + " buffer";
+        owner = &plan_.gpus[rankToGpu_[channel.peer]];
+        limit = owner->chunks(ref.buffer);
       }
     }
-    const std::string size = " (" + std::to_string(limit) + " chunks)";
-    if (ref.index >= limit) {
-      fail(path.field("index"), std::to_string(ref.index) + " is outside " + owner + size);
-    }
+    // Messages are built only on failure: this runs for every chunk of a plan.
+    auto where = [&] {
+      const std::string buffer(bufferName(ref.buffer));
+      std::string text = multicast ? "the multicast " + buffer + " buffer"
+                         : owner   ? "rank " + std::to_string(owner->rank) + "'s " + buffer + " buffer"
+                                   : "the " + buffer + " buffer";
+      return text + " (" + std::to_string(limit) + " chunks)";
+    };
+    if (ref.index >= limit) fail(path.field("index"), std::to_string(ref.index) + " is outside " + where());
     if (uint64_t{ref.index} + ref.count > limit) {
       fail(path.field("count"), "chunks " + std::to_string(ref.index) + " to " +
                                     std::to_string(uint64_t{ref.index} + ref.count - 1) + " run past the end of " +
-                                    owner + size);
+                                    where());
     }
     // Chunks move one for one: every chunk range of an op spans the same number of chunks.
     if (ref.count != opCount) {
