@@ -32,7 +32,11 @@ def _thread_block(rank: int, tb: int, rounds: int) -> dict:
         channel = (tb + step) % (WORLD - 1)
         chunk = (tb * rounds + step) % CHUNKS
         ops += [
-            {"op": "put", "src": {"buffer": "input", "index": chunk}, "dsts": [{"channel": channel, "buffer": "scratch", "index": chunk}]},
+            {
+                "op": "put",
+                "src": {"buffer": "input", "index": chunk},
+                "dsts": [{"channel": channel, "buffer": "scratch", "index": chunk}],
+            },
             {"op": "signal", "channels": [channel]},
             {"op": "wait", "channels": [channel]},
             {

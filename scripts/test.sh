@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test Loom has, in one command (README command 2; .ci/run calls it after set-up):
-#   C++ unit tests (ctest on build/), the decoder tests again under AddressSanitizer + UBSan,
+#   ruff lint and format checks, C++ unit tests (ctest on build/), the decoder tests again under AddressSanitizer + UBSan,
 #   a bounded libFuzzer run on the plan decoder, then the Python tests (pytest). GPU tests skip
 #   with a reason when no GPU is present. --quick leaves out the sanitizer and fuzz builds.
 # FUZZ_SECONDS sets the fuzzing time (default 30).
@@ -19,6 +19,8 @@ step() {
   if ! "$@"; then failed+=("$name"); fi
 }
 
+step "lint (ruff)" "$python" -m ruff check compiler tests bench
+step "format (ruff)" "$python" -m ruff format --check --quiet compiler tests bench
 step "C++ unit tests" ctest --test-dir build --output-on-failure -j 2
 if [ $quick -eq 0 ]; then
   step "C++ unit tests under ASan+UBSan" bash scripts/sanitize.sh

@@ -17,7 +17,10 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 def schema_path() -> Path:
     """The schema file: inside the installed package, or at the top of a source checkout."""
-    for candidate in (_PACKAGE_DIR / "schemas" / "plan.schema.json", _PACKAGE_DIR.parents[1] / "schemas" / "plan.schema.json"):
+    for candidate in (
+        _PACKAGE_DIR / "schemas" / "plan.schema.json",
+        _PACKAGE_DIR.parents[1] / "schemas" / "plan.schema.json",
+    ):
         if candidate.is_file():
             return candidate
     raise FileNotFoundError("plan.schema.json is neither in the loom package nor in a source checkout")
@@ -68,7 +71,9 @@ def _to_plan_error(error: jsonschema.ValidationError, origin: str) -> PlanError:
 
 def schema_errors(document: Any, origin: str = "") -> list[PlanError]:
     """Every schema violation in the document, shallowest first."""
-    errors = sorted(_validator().iter_errors(document), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    errors = sorted(
+        _validator().iter_errors(document), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
+    )
     return [_to_plan_error(error, origin) for error in errors]
 
 
