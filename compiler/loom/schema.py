@@ -66,6 +66,14 @@ def _to_plan_error(error: jsonschema.ValidationError, origin: str) -> PlanError:
         if extra:
             detail = f"unknown field (allowed here: {', '.join(sorted(allowed))})"
             return PlanError(detail, format_path([*path, extra[0]]), origin)
+    if error.validator == "uniqueItems" and isinstance(error.instance, list):
+        # Point at the repeated item, as the C++ decoder does, not at the whole list.
+        seen: list[str] = []
+        for index, item in enumerate(error.instance):
+            text = json.dumps(item, sort_keys=True)
+            if text in seen:
+                return PlanError(f"{text} is listed twice", format_path([*path, index]), origin)
+            seen.append(text)
     return PlanError(error.message, format_path(path), origin)
 
 

@@ -19,7 +19,9 @@ def max_plan_bytes() -> int:
     text = os.environ.get("LOOM_MAX_PLAN_BYTES", "")
     if not text:
         return DEFAULT_MAX_PLAN_BYTES
-    if not text.isdigit() or int(text) == 0:
+    # ASCII digits only, in 1 .. 2**64 - 1, as the native reader takes them: str.isdigit() alone
+    # would let through "²" (which int() then refuses) and other scripts' digits.
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 2**64:
         raise InvalidArgumentError(f"LOOM_MAX_PLAN_BYTES: expected a positive number of bytes, got {text!r}")
     return int(text)
 

@@ -84,10 +84,12 @@ uint32_t GpuProgram::chunks(BufferType buffer) const {
 size_t maxPlanBytes() {
   const char* text = std::getenv("LOOM_MAX_PLAN_BYTES");
   if (text == nullptr || *text == '\0') return kDefaultMaxPlanBytes;
+  // Digits only: strtoull alone would also take leading spaces, '+' and '-' (which wraps around).
+  const bool digitsOnly = std::all_of(text, text + std::strlen(text), [](char c) { return c >= '0' && c <= '9'; });
   char* end = nullptr;
   errno = 0;
   unsigned long long value = std::strtoull(text, &end, 10);
-  if (errno != 0 || *end != '\0' || value == 0 || text[0] == '-') {
+  if (!digitsOnly || errno != 0 || *end != '\0' || value == 0) {
     throw Error(ErrorCategory::kInvalidArgument,
                 std::string("LOOM_MAX_PLAN_BYTES: expected a positive number of bytes, got '") + text + "'");
   }

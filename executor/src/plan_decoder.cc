@@ -6,10 +6,13 @@
 #include <simdjson.h>
 
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <string>
+#include <system_error>
 #include <utility>
 
+#include "bad_number_locator.hpp"
 #include "json_path.hpp"
 #include "loom/error.hpp"
 #include "op_spec.hpp"
@@ -48,8 +51,10 @@ std::string describe(element value) {
     case element_type::UINT64:
       return std::to_string(uint64_t(value));
     case element_type::DOUBLE: {
-      std::string text = std::to_string(double(value));
-      return "the number " + text;
+      // Shortest text that reads back the same: std::to_string would print 1e-7 as "0.000000".
+      char text[32];
+      auto [end, error] = std::to_chars(text, text + sizeof(text), double(value));
+      return "the number " + (error == std::errc() ? std::string(text, end) : std::string("?"));
     }
   }
   return "an unknown value";
@@ -176,7 +181,11 @@ class Decoder {
         fail(p, std::to_string(version) + " is not a supported format version (this reader knows version 1)");
       }
     }
-    plan.name = std::string(string(need(f, 1, path, "the plan's name"), path.field("name"), 256));
+    {
+      const JsonPath p = path.field("name");
+      plan.name = std::string(string(need(f, 1, path, "the plan's name"), p, 256));
+      if (plan.name.empty()) fail(p, "expected a non-empty name, got \"\"");
+    }
     plan.collective = choice<Collective>(need(f, 2, path, "a collective"), path.field("collective"),
                                          {{"allreduce", Collective::kAllReduce},
                                           {"allgather", Collective::kAllGather},
@@ -575,6 +584,13 @@ Plan decodePlan(simdjson::padded_string_view json, const std::string& origin) {
   } release;
   element root;
   if (auto error = parser.parse(json).get(root)) {
+    if (error == simdjson::NUMBER_ERROR) {
+      if (std::optional<BadNumber> bad = locateBadNumber(json)) {
+        throw PlanError(origin, bad->path, "the number " + bad->token +
+                                               " cannot be read: integers must fit in 64 bits, other numbers in a "
+                                               "double");
+      }
+    }
     throw PlanError(origin, "$", std::string("invalid JSON: ") + simdjson::error_message(error));
   }
   return Decoder(origin).plan(root);

@@ -91,8 +91,9 @@ class Validator {
     const GpuProgram& gpu = plan_.gpus[0];
     const uint64_t in = gpu.inputChunks, out = gpu.outputChunks, n = plan_.worldSize;
     const std::string name = quotedName(collectiveName(plan_.collective));
+    const std::string article = name[1] == 'a' ? "an " : "a ";  // "an \"allgather\"", "a \"reducescatter\""
     auto mismatch = [&](const char* field, uint64_t expected, const std::string& rule) {
-      fail(gpuPath.field(field), "an " + name + " plan needs " + rule + " = " + std::to_string(expected) + ", got " +
+      fail(gpuPath.field(field), article + name + " plan needs " + rule + " = " + std::to_string(expected) + ", got " +
                                      std::to_string(field[0] == 'i' ? in : out));
     };
     switch (plan_.collective) {
