@@ -12,6 +12,7 @@ from loom.errors import InvalidArgumentError, PlanError
 from loom.native import native_module
 from loom.schema import check_schema
 
+_BOM_DETAIL = "invalid JSON: the file starts with a byte order mark (U+FEFF); JSON text must not"
 DEFAULT_MAX_PLAN_BYTES = 32 << 20  # the native decoder's limit; keep in step with plan.hpp
 
 
@@ -29,7 +30,11 @@ def max_plan_bytes() -> int:
 def read_plan_json(path: str | os.PathLike[str]) -> Any:
     """Read a plan file into Python objects, raising PlanError for size, encoding and syntax."""
     origin = str(path)
-    size = Path(path).stat().st_size
+    try:
+        size = Path(path).stat().st_size
+    except OSError as error:
+        # Same words as the native loader, so both paths report a missing file alike.
+        raise InvalidArgumentError(f"cannot open plan file '{path}': {error.strerror}") from None
     limit = max_plan_bytes()
     if size > limit:
         raise PlanError(
@@ -40,6 +45,8 @@ def read_plan_json(path: str | os.PathLike[str]) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise PlanError(f"invalid JSON: not UTF-8 at byte {error.start}", "$", origin) from None
+    if text.startswith("\ufeff"):
+        raise PlanError(_BOM_DETAIL, "$", origin)
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:

@@ -36,12 +36,12 @@ struct OpSpec {
   OpType type;
   std::string_view name;
   RefField src, dst, packetDst, srcs, dsts;
-  bool reduction = false;    // needs reduce_op
-  bool channelList = false;  // takes "channels" (signal, wait, flush)
-  bool relaxable = false;    // takes "relaxed"
-  bool packet = false;       // only in ll plans
-  uint8_t readChannels = 0;  // channel types allowed for remote sources
-  uint8_t writeChannels = 0; // channel types allowed for remote destinations and channel lists
+  bool reduction = false;     // needs reduce_op
+  bool channelList = false;   // takes "channels" (signal, wait, flush)
+  bool relaxable = false;     // takes "relaxed"
+  bool packet = false;        // only in ll plans
+  uint8_t readChannels = 0;   // channel types allowed for remote sources
+  uint8_t writeChannels = 0;  // channel types allowed for remote destinations and channel lists
 };
 
 const OpSpec& opSpec(OpType type);

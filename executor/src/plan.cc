@@ -99,8 +99,9 @@ size_t maxPlanBytes() {
 static void checkPlanSize(size_t bytes, const std::string& origin) {
   const size_t limit = maxPlanBytes();
   if (bytes > limit) {
-    throw PlanError(origin, "$", "the plan is " + std::to_string(bytes) + " bytes, over the limit of " +
-                                     std::to_string(limit) + " bytes (LOOM_MAX_PLAN_BYTES raises it)");
+    throw PlanError(origin, "$",
+                    "the plan is " + std::to_string(bytes) + " bytes, over the limit of " + std::to_string(limit) +
+                        " bytes (LOOM_MAX_PLAN_BYTES raises it)");
   }
 }
 
@@ -137,9 +138,9 @@ const GpuProgram& Plan::gpu(uint32_t rank) const {
   for (const GpuProgram& program : gpus) {
     if (program.rank == rank) return program;
   }
-  throw Error(ErrorCategory::kInvalidArgument,
-              "rank: plan '" + name + "' has no program for rank " + std::to_string(rank) + " (world_size " +
-                  std::to_string(worldSize) + ")");
+  throw Error(ErrorCategory::kInvalidArgument, "rank: plan '" + name + "' has no program for rank " +
+                                                   std::to_string(rank) + " (world_size " + std::to_string(worldSize) +
+                                                   ")");
 }
 
 static void countOps(const std::vector<Op>& ops, PlanSummary& summary) {

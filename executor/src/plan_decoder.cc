@@ -99,8 +99,8 @@ enum OpField : size_t {
   kOpBody,
   kOpFieldCount,
 };
-constexpr FieldNames<kOpFieldCount> kOpFields{"op",       "loc",        "src",        "dst",          "packet_dst",
-                                              "srcs",     "dsts",       "channels",   "relaxed",      "reduce_op",
+constexpr FieldNames<kOpFieldCount> kOpFields{"op",         "loc",          "src",        "dst",        "packet_dst",
+                                              "srcs",       "dsts",         "channels",   "relaxed",    "reduce_op",
                                               "barrier_id", "threadblocks", "semaphores", "iterations", "body"};
 
 bool opTakes(const OpSpec& spec, size_t field) {
@@ -168,10 +168,21 @@ class Decoder {
 
   Plan plan(element root) {
     const JsonPath path;
-    static constexpr FieldNames<15> kNames{"format_version", "name",          "collective",        "protocol",
-                                           "inplace",        "world_size",    "ranks_per_node",    "threads_per_block",
-                                           "min_message_bytes", "max_message_bytes", "alignment_bytes", "reuse_scratch",
-                                           "root",           "metadata",      "gpus"};
+    static constexpr FieldNames<15> kNames{"format_version",
+                                           "name",
+                                           "collective",
+                                           "protocol",
+                                           "inplace",
+                                           "world_size",
+                                           "ranks_per_node",
+                                           "threads_per_block",
+                                           "min_message_bytes",
+                                           "max_message_bytes",
+                                           "alignment_bytes",
+                                           "reuse_scratch",
+                                           "root",
+                                           "metadata",
+                                           "gpus"};
     auto f = fields(asObject(root, path, "a plan object"), path, kNames);
     Plan plan;
     {
@@ -205,10 +216,10 @@ class Decoder {
         fail(p, "expected a multiple of 32 (whole warps), got " + std::to_string(plan.threadsPerBlock));
       }
     }
-    plan.minMessageBytes = integer(need(f, 8, path, "a size in bytes"), path.field("min_message_bytes"), 0,
-                                   kMaxJsonSafeInteger);
-    plan.maxMessageBytes = integer(need(f, 9, path, "a size in bytes"), path.field("max_message_bytes"), 0,
-                                   kMaxJsonSafeInteger);
+    plan.minMessageBytes =
+        integer(need(f, 8, path, "a size in bytes"), path.field("min_message_bytes"), 0, kMaxJsonSafeInteger);
+    plan.maxMessageBytes =
+        integer(need(f, 9, path, "a size in bytes"), path.field("max_message_bytes"), 0, kMaxJsonSafeInteger);
     {
       const JsonPath p = path.field("alignment_bytes");
       plan.alignmentBytes = uint32(need(f, 10, path, "a power of two from 1 to 4096"), p, 1, 4096);
@@ -333,8 +344,9 @@ class Decoder {
   }
 
   BufferType buffer(element value, const JsonPath& path) {
-    return choice<BufferType>(value, path,
-                              {{"input", BufferType::kInput}, {"output", BufferType::kOutput}, {"scratch", BufferType::kScratch}});
+    return choice<BufferType>(
+        value, path,
+        {{"input", BufferType::kInput}, {"output", BufferType::kOutput}, {"scratch", BufferType::kScratch}});
   }
 
   std::vector<uint32_t> idList(element value, const JsonPath& path, std::string_view what) {
@@ -408,10 +420,9 @@ class Decoder {
     auto f = fields(asObject(value, path, "a channel object"), path, kNames);
     Channel channel;
     channel.id = uint32(need(f, 0, path, "the channel id"), path.field("id"), 0, UINT32_MAX);
-    channel.type = choice<ChannelType>(need(f, 1, path, "a channel type"), path.field("type"),
-                                       {{"memory", ChannelType::kMemory},
-                                        {"port", ChannelType::kPort},
-                                        {"switch", ChannelType::kSwitch}});
+    channel.type = choice<ChannelType>(
+        need(f, 1, path, "a channel type"), path.field("type"),
+        {{"memory", ChannelType::kMemory}, {"port", ChannelType::kPort}, {"switch", ChannelType::kSwitch}});
     if (channel.type == ChannelType::kSwitch) {
       if (f[2]) fail(path.field("peer"), "a switch channel has no peer; it names its group in \"ranks\"");
       channel.ranks = idList(need(f, 3, path, "the ranks of the multicast group"), path.field("ranks"), "ranks");
@@ -468,8 +479,8 @@ class Decoder {
     if (inPipeline && spec.type == OpType::kPipeline) fail(namePath, "a pipeline cannot be nested inside a pipeline");
     for (size_t i = 0; i < kOpFieldCount; ++i) {
       if (f[i] && !opTakes(spec, i)) {
-        fail(path.field(kOpFields[i]), "not a field of a " + quoted(spec.name) + " op (its fields: " +
-                                           opFieldList(spec) + ")");
+        fail(path.field(kOpFields[i]),
+             "not a field of a " + quoted(spec.name) + " op (its fields: " + opFieldList(spec) + ")");
       }
     }
 
@@ -486,7 +497,8 @@ class Decoder {
                                      {{"sum", ReduceOp::kSum}, {"min", ReduceOp::kMin}, {"max", ReduceOp::kMax}});
     }
     if (spec.channelList) {
-      op.channels = idList(need(f, kOpChannels, path, "the ids of the channels"), path.field("channels"), "channel ids");
+      op.channels =
+          idList(need(f, kOpChannels, path, "the ids of the channels"), path.field("channels"), "channel ids");
     }
     if (f[kOpRelaxed]) op.relaxed = boolean(*f[kOpRelaxed], path.field("relaxed"));
     switch (spec.type) {
@@ -501,8 +513,8 @@ class Decoder {
                                "semaphore ids");
         break;
       case OpType::kPipeline: {
-        op.iterations = uint32(need(f, kOpIterations, path, "the number of iterations"), path.field("iterations"), 1,
-                               65536);
+        op.iterations =
+            uint32(need(f, kOpIterations, path, "the number of iterations"), path.field("iterations"), 1, 65536);
         const JsonPath bodyPath = path.field("body");
         size_t i = 0;
         for (element item : nonEmptyArray(need(f, kOpBody, path, "the ops to repeat"), bodyPath, "ops")) {
@@ -582,13 +594,18 @@ Plan decodePlan(simdjson::padded_string_view json, const std::string& origin) {
       if (parser.capacity() > kKeptParserBytes) parser = simdjson::dom::parser();
     }
   } release;
+  // simdjson reports a byte order mark only as "improper structure"; say what it is.
+  if (std::string_view(json).substr(0, 3) == "\xEF\xBB\xBF") {
+    throw PlanError(origin, "$", "invalid JSON: the file starts with a byte order mark (U+FEFF); JSON text must not");
+  }
   element root;
   if (auto error = parser.parse(json).get(root)) {
     if (error == simdjson::NUMBER_ERROR) {
       if (std::optional<BadNumber> bad = locateBadNumber(json)) {
-        throw PlanError(origin, bad->path, "the number " + bad->token +
-                                               " cannot be read: integers must fit in 64 bits, other numbers in a "
-                                               "double");
+        throw PlanError(origin, bad->path,
+                        "the number " + bad->token +
+                            " cannot be read: integers must fit in 64 bits, other numbers in a "
+                            "double");
       }
     }
     throw PlanError(origin, "$", std::string("invalid JSON: ") + simdjson::error_message(error));

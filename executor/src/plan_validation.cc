@@ -47,8 +47,8 @@ class Validator {
                                    std::to_string(plan_.worldSize) + "; expected one program per rank");
     }
     if (plan_.ranksPerNode > plan_.worldSize || plan_.worldSize % plan_.ranksPerNode != 0) {
-      fail(root.field("ranks_per_node"), std::to_string(plan_.ranksPerNode) + " does not divide world_size " +
-                                             std::to_string(plan_.worldSize));
+      fail(root.field("ranks_per_node"),
+           std::to_string(plan_.ranksPerNode) + " does not divide world_size " + std::to_string(plan_.worldSize));
     }
     if (plan_.maxMessageBytes < plan_.minMessageBytes) {
       fail(root.field("max_message_bytes"), std::to_string(plan_.maxMessageBytes) + " is below min_message_bytes " +
@@ -74,11 +74,11 @@ class Validator {
       const GpuProgram& first = plan_.gpus[0];
       if (gpu.inputChunks != first.inputChunks) {
         fail(gpuPath.field("input_chunks"), std::to_string(gpu.inputChunks) + " differs from gpus[0].input_chunks " +
-                                                std::to_string(first.inputChunks) + "; every rank cuts its buffers alike");
+                                                std::to_string(first.inputChunks) +
+                                                "; every rank cuts its buffers alike");
       }
       if (gpu.outputChunks != first.outputChunks) {
-        fail(gpuPath.field("output_chunks"), std::to_string(gpu.outputChunks) +
-                                                 " differs from gpus[0].output_chunks " +
+        fail(gpuPath.field("output_chunks"), std::to_string(gpu.outputChunks) + " differs from gpus[0].output_chunks " +
                                                  std::to_string(first.outputChunks) +
                                                  "; every rank cuts its buffers alike");
       }
@@ -133,14 +133,17 @@ class Validator {
 
   void checkGpu(const GpuProgram& gpu, const JsonPath& gpuPath) {
     const JsonPath channelsPath = gpuPath.field("channels");
-    checkUniqueIds(gpu.channels, [](const Channel& c) { return c.id; }, channelsPath, "channel");
+    checkUniqueIds(
+        gpu.channels, [](const Channel& c) { return c.id; }, channelsPath, "channel");
     for (size_t c = 0; c < gpu.channels.size(); ++c) {
       const JsonPath channelPath = channelsPath.at(c);
       checkChannel(gpu, gpu.channels[c], channelPath);
     }
-    checkUniqueIds(gpu.semaphores, [](const Semaphore& s) { return s.id; }, gpuPath.field("semaphores"), "semaphore");
+    checkUniqueIds(
+        gpu.semaphores, [](const Semaphore& s) { return s.id; }, gpuPath.field("semaphores"), "semaphore");
     const JsonPath tbsPath = gpuPath.field("threadblocks");
-    checkUniqueIds(gpu.threadblocks, [](const ThreadBlock& t) { return t.id; }, tbsPath, "thread block");
+    checkUniqueIds(
+        gpu.threadblocks, [](const ThreadBlock& t) { return t.id; }, tbsPath, "thread block");
     for (size_t t = 0; t < gpu.threadblocks.size(); ++t) {
       const JsonPath tbPath = tbsPath.at(t);
       const JsonPath opsPath = tbPath.field("ops");
@@ -169,8 +172,8 @@ class Validator {
     const JsonPath peerPath = path.field("peer");
     if (channel.peer >= plan_.worldSize) fail(peerPath, outsideWorld(channel.peer));
     if (channel.peer == gpu.rank) {
-      fail(peerPath, "a channel connects two different ranks, but " + std::to_string(channel.peer) +
-                         " is this rank itself");
+      fail(peerPath,
+           "a channel connects two different ranks, but " + std::to_string(channel.peer) + " is this rank itself");
     }
   }
 
@@ -243,10 +246,14 @@ class Validator {
                                  quotedName(protocolName(plan_.protocol)));
     }
     uint32_t count = 0;
-    if (op.src) count = op.src->count;
-    else if (!op.srcs.empty()) count = op.srcs[0].count;
-    else if (op.dst) count = op.dst->count;
-    else if (!op.dsts.empty()) count = op.dsts[0].count;
+    if (op.src)
+      count = op.src->count;
+    else if (!op.srcs.empty())
+      count = op.srcs[0].count;
+    else if (op.dst)
+      count = op.dst->count;
+    else if (!op.dsts.empty())
+      count = op.dsts[0].count;
 
     if (op.src) checkRef(gpu, *op.src, spec, true, count, path.field("src"));
     checkRefList(gpu, op.srcs, spec, true, count, path.field("srcs"));
@@ -266,8 +273,8 @@ class Validator {
                                   [&](const Semaphore& s) { return s.id == op.semaphores[i]; });
       if (!declared) {
         const JsonPath itemPath = semaphoresPath.at(i);
-        fail(itemPath, "semaphore " + std::to_string(op.semaphores[i]) + " is not declared by rank " +
-                           std::to_string(gpu.rank));
+        fail(itemPath,
+             "semaphore " + std::to_string(op.semaphores[i]) + " is not declared by rank " + std::to_string(gpu.rank));
       }
     }
     const JsonPath bodyPath = path.field("body");
@@ -315,8 +322,10 @@ class Validator {
     };
     for (const GpuProgram& gpu : plan_.gpus) {
       for (const Channel& c : gpu.channels) {
-        if (c.type == ChannelType::kSwitch) ++groups[{gpu.rank, sortedGroup(c), c.buffer}];
-        else ++pairs[{c.type, gpu.rank, c.peer}];
+        if (c.type == ChannelType::kSwitch)
+          ++groups[{gpu.rank, sortedGroup(c), c.buffer}];
+        else
+          ++pairs[{c.type, gpu.rank, c.peer}];
       }
     }
     for (size_t g = 0; g < plan_.gpus.size(); ++g) {

@@ -49,10 +49,11 @@ EXPECTED_IDS = [row[0] for row in EXPECTED]
 NOT_JSON = {"syntax_not_utf8.json", "syntax_trailing_garbage.json", "syntax_truncated.json", "syntax_utf8_bom.json"}
 
 # Files whose problem the JSON Schema catches by itself. Every other readable file breaks a rule only
-# the decoder checks (references between parts, duplicate keys, nested pipelines, packet ops in
+# the decoder checks (references between parts, duplicate keys, packet ops in
 # "simple" plans), so the schema must accept it: the test below holds both directions.
 SCHEMA_LEVEL = {
     "alignment_not_power_of_two.json",
+    "broadcast_without_root.json",
     "channel_switch_with_peer.json",
     "chunk_local_names_channel.json",
     "enum_bad_buffer.json",
@@ -74,6 +75,7 @@ SCHEMA_LEVEL = {
     "number_negative.json",
     "op_unknown.json",
     "packet_dst_not_scratch.json",
+    "pipeline_nested.json",
     "pipeline_zero_iterations.json",
     "syntax_not_an_object.json",
     "threads_not_warp_multiple.json",
@@ -263,11 +265,12 @@ def test_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(loom.InvalidArgumentError) as caught:
         loom.Plan.load(str(path))
     assert str(caught.value) == f"cannot open plan file '{path}': No such file or directory"
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(loom.InvalidArgumentError) as caught:
         validate.validate_plan_file(path)
+    assert str(caught.value) == f"cannot open plan file '{path}': No such file or directory"
     status, out, err = _cli_validate(capsys, path)
     assert (status, out) == (1, "")
-    assert err == f"INVALID [Errno 2] No such file or directory: '{path}'\n"
+    assert err == f"INVALID cannot open plan file '{path}': No such file or directory\n"
 
 
 @needs_native

@@ -10,7 +10,8 @@ TEST(ErrorTest, PlanErrorCarriesPathDetailAndOrigin) {
   EXPECT_EQ(error.category(), ErrorCategory::kInvalidPlan);
   EXPECT_EQ(error.jsonPath(), "gpus[1].threadblocks[3].ops[7].src.index");
   EXPECT_EQ(error.detail(), "9 is outside the input buffer (8 chunks)");
-  EXPECT_STREQ(error.what(), "plan.json: gpus[1].threadblocks[3].ops[7].src.index: 9 is outside the input buffer (8 chunks)");
+  EXPECT_STREQ(error.what(),
+               "plan.json: gpus[1].threadblocks[3].ops[7].src.index: 9 is outside the input buffer (8 chunks)");
 }
 
 TEST(ErrorTest, PlanErrorWithoutOriginHasNoLeadingSeparator) {

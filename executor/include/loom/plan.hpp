@@ -95,8 +95,8 @@ struct Op {
 struct Channel {
   uint32_t id = 0;
   ChannelType type = ChannelType::kMemory;
-  uint32_t peer = 0;             // memory and port channels
-  std::vector<uint32_t> ranks;   // switch channels: the multicast group
+  uint32_t peer = 0;                        // memory and port channels
+  std::vector<uint32_t> ranks;              // switch channels: the multicast group
   BufferType buffer = BufferType::kOutput;  // switch channels: the buffer bound to the group
 };
 

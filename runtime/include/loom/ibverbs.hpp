@@ -10,8 +10,8 @@ namespace loom {
 
 struct IbverbsStatus {
   bool loaded = false;
-  std::string reason;                 // why it is not loaded (dlopen/dlsym message)
-  std::vector<std::string> devices;   // RDMA devices the library reports, e.g. "mlx5_0"
+  std::string reason;                // why it is not loaded (dlopen/dlsym message)
+  std::vector<std::string> devices;  // RDMA devices the library reports, e.g. "mlx5_0"
 };
 
 IbverbsStatus ibverbsStatus();
