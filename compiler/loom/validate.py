@@ -50,7 +50,8 @@ def read_plan_json(path: str | os.PathLike[str]) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise PlanError(f"invalid JSON: {error.msg} at line {error.lineno} column {error.colno}", "$", origin) from None
+        message = error.msg.removesuffix(" at")  # "Unterminated string starting at" already ends in "at"
+        raise PlanError(f"invalid JSON: {message} at line {error.lineno} column {error.colno}", "$", origin) from None
     except RecursionError:
         raise PlanError("invalid JSON: nested too deeply", "$", origin) from None
 
