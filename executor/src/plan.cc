@@ -69,6 +69,20 @@ std::string_view reduceOpName(ReduceOp value) {
   return "?";
 }
 
+std::string_view dataSyncName(DataSync value) {
+  switch (value) {
+    case DataSync::kNone:
+      return "none";
+    case DataSync::kBefore:
+      return "before";
+    case DataSync::kAfter:
+      return "after";
+    case DataSync::kBoth:
+      return "both";
+  }
+  return "?";
+}
+
 uint32_t GpuProgram::chunks(BufferType buffer) const {
   switch (buffer) {
     case BufferType::kInput:

@@ -91,6 +91,7 @@ enum OpField : size_t {
   kOpDsts,
   kOpChannels,
   kOpRelaxed,
+  kOpDataSync,
   kOpReduceOp,
   kOpBarrierId,
   kOpThreadblocks,
@@ -99,9 +100,9 @@ enum OpField : size_t {
   kOpBody,
   kOpFieldCount,
 };
-constexpr FieldNames<kOpFieldCount> kOpFields{"op",         "loc",          "src",        "dst",        "packet_dst",
-                                              "srcs",       "dsts",         "channels",   "relaxed",    "reduce_op",
-                                              "barrier_id", "threadblocks", "semaphores", "iterations", "body"};
+constexpr FieldNames<kOpFieldCount> kOpFields{
+    "op",      "loc",       "src",       "dst",        "packet_dst",   "srcs",       "dsts",       "channels",
+    "relaxed", "data_sync", "reduce_op", "barrier_id", "threadblocks", "semaphores", "iterations", "body"};
 
 bool opTakes(const OpSpec& spec, size_t field) {
   switch (field) {
@@ -122,6 +123,8 @@ bool opTakes(const OpSpec& spec, size_t field) {
       return spec.channelList;
     case kOpRelaxed:
       return spec.relaxable;
+    case kOpDataSync:
+      return spec.channelList || spec.type == OpType::kSemAcquire || spec.type == OpType::kSemRelease;
     case kOpReduceOp:
       return spec.reduction;
     case kOpBarrierId:
@@ -501,6 +504,13 @@ class Decoder {
           idList(need(f, kOpChannels, path, "the ids of the channels"), path.field("channels"), "channel ids");
     }
     if (f[kOpRelaxed]) op.relaxed = boolean(*f[kOpRelaxed], path.field("relaxed"));
+    if (f[kOpDataSync]) {
+      op.dataSync = choice<DataSync>(*f[kOpDataSync], path.field("data_sync"),
+                                     {{"none", DataSync::kNone},
+                                      {"before", DataSync::kBefore},
+                                      {"after", DataSync::kAfter},
+                                      {"both", DataSync::kBoth}});
+    }
     switch (spec.type) {
       case OpType::kBarrier:
         op.barrierId = uint32(need(f, kOpBarrierId, path, "the barrier id"), path.field("barrier_id"), 0, UINT32_MAX);

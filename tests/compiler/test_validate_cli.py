@@ -57,6 +57,7 @@ SCHEMA_LEVEL = {
     "channel_switch_with_peer.json",
     "chunk_local_names_channel.json",
     "enum_bad_buffer.json",
+    "enum_bad_data_sync.json",
     "field_missing_in_op.json",
     "field_missing_remote_channel.json",
     "field_missing_top.json",

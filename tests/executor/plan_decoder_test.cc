@@ -253,6 +253,8 @@ TEST_F(KitchenSinkTest, DataOps) {
   ASSERT_EQ(op(0, 1).dsts.size(), 2u);  // put to a memory and a port channel
   expectChunk(op(0, 1).dsts[1], BufferType::kScratch, 1, 1, 1);
   EXPECT_TRUE(op(0, 3).relaxed);  // wait
+  EXPECT_EQ(op(0, 3).dataSync, DataSync::kAfter);
+  EXPECT_EQ(op(0, 11).dataSync, DataSync::kBoth);  // the default
   EXPECT_EQ(op(0, 4).type, OpType::kGet);
   expectChunk(*op(0, 4).src, BufferType::kInput, 2, 1, 0);
   expectChunk(*op(0, 4).dst, BufferType::kScratch, 2, 1, kLocalChunk);
@@ -275,6 +277,7 @@ TEST_F(KitchenSinkTest, SyncAndControlOps) {
   EXPECT_EQ(op(0, 12).threadblocks, (std::vector<uint32_t>{0, 1}));
   EXPECT_EQ(op(0, 13).type, OpType::kSemRelease);
   EXPECT_EQ(op(0, 13).semaphores, std::vector<uint32_t>{0});
+  EXPECT_EQ(op(0, 13).dataSync, DataSync::kBefore);
   EXPECT_EQ(op(1, 1).type, OpType::kSemAcquire);
   EXPECT_EQ(op(1, 1).semaphores, std::vector<uint32_t>{0});
   EXPECT_EQ(op(0, 14).type, OpType::kNop);

@@ -18,6 +18,9 @@ enum class Protocol : uint8_t { kSimple, kLL };
 enum class BufferType : uint8_t { kInput, kOutput, kScratch };
 enum class ChannelType : uint8_t { kMemory, kPort, kSwitch };
 enum class ReduceOp : uint8_t { kSum, kMin, kMax };
+// Where a sync op synchronises the threads of its block: before it (so the op sees every thread's
+// earlier writes), after it (so later ops see what it made visible), both, or neither.
+enum class DataSync : uint8_t { kNone, kBefore, kAfter, kBoth };
 
 enum class OpType : uint8_t {
   kCopy,
@@ -56,6 +59,7 @@ std::string_view protocolName(Protocol value);
 std::string_view bufferName(BufferType value);
 std::string_view channelTypeName(ChannelType value);
 std::string_view reduceOpName(ReduceOp value);
+std::string_view dataSyncName(DataSync value);
 std::string_view opTypeName(OpType value);
 
 inline constexpr uint32_t kLocalChunk = UINT32_MAX;  // ChunkRef::channel of a chunk on this rank
@@ -86,6 +90,7 @@ struct Op {
   std::vector<uint32_t> semaphores;    // sem_acquire, sem_release
   std::optional<ReduceOp> reduceOp;
   bool relaxed = false;
+  DataSync dataSync = DataSync::kBoth;  // signal, wait, flush, sem_acquire, sem_release
   uint32_t barrierId = 0;
   uint32_t iterations = 1;  // pipeline
   std::vector<Op> body;     // pipeline
