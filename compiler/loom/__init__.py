@@ -6,6 +6,7 @@ extension ``loom._native``, which is imported only when one of its names is used
 
 from loom.errors import (
     CudaError,
+    DSLError,
     InvalidArgumentError,
     LoomError,
     LoomSystemError,
@@ -18,6 +19,7 @@ from loom.version import __version__
 
 __all__ = [
     "CudaError",
+    "DSLError",
     "InvalidArgumentError",
     "LoomError",
     "LoomSystemError",

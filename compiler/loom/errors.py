@@ -49,3 +49,12 @@ class LoomSystemError(LoomError, OSError):
 
 class NativeModuleMissing(LoomError, ImportError):
     """The native extension loom._native is not built or cannot be loaded."""
+
+
+class DSLError(LoomError, ValueError):
+    """A DSL program that cannot compile; ``loc`` is the user's source line (file:line) when known."""
+
+    def __init__(self, detail: str, loc: object = None) -> None:
+        self.detail = detail
+        self.loc = loc
+        super().__init__(f"{loc}: {detail}" if loc else detail)

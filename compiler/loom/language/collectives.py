@@ -1,0 +1,139 @@
+"""The collectives a program implements: buffer sizes (in chunks) and pre-/postconditions.
+
+Precondition, for every collective: chunk i of rank r's input holds the contribution (r, i).
+Postcondition: what each output chunk holds at the end, as a set of contributions
+(``expected_output``). The compiler uses the buffer sizes and checks that every output chunk is
+written at all; the verifier proves the full postcondition.
+"""
+
+from __future__ import annotations
+
+Contribution = tuple[int, int]  # (rank, input chunk index)
+
+
+class Collective:
+    """Base class. ``chunk_factor`` is how many chunks each per-rank piece of data is cut into."""
+
+    name = ""
+
+    def __init__(self, num_ranks: int, chunk_factor: int, inplace: bool) -> None:
+        if not isinstance(num_ranks, int) or num_ranks < 1:
+            raise ValueError(f"num_ranks must be a positive integer, got {num_ranks!r}")
+        if not isinstance(chunk_factor, int) or chunk_factor < 1:
+            raise ValueError(f"chunk_factor must be a positive integer, got {chunk_factor!r}")
+        self.num_ranks = num_ranks
+        self.chunk_factor = chunk_factor
+        self.inplace = bool(inplace)
+
+    @property
+    def input_chunks(self) -> int:
+        return self.chunk_factor
+
+    @property
+    def output_chunks(self) -> int:
+        return self.chunk_factor
+
+    def expected_output(self, rank: int, index: int) -> frozenset[Contribution]:
+        raise NotImplementedError
+
+    def inplace_prefilled(self, rank: int) -> range:
+        """Output chunks that already hold their final value when input and output alias."""
+        return range(0)
+
+    def __repr__(self) -> str:
+        kind = type(self).__name__
+        return f"{kind}(num_ranks={self.num_ranks}, chunk_factor={self.chunk_factor}, inplace={self.inplace})"
+
+
+class AllReduce(Collective):
+    """Every rank ends with the reduction over all ranks of the whole buffer (num_ranks x chunk_factor chunks)."""
+
+    name = "allreduce"
+
+    @property
+    def input_chunks(self) -> int:
+        return self.num_ranks * self.chunk_factor
+
+    @property
+    def output_chunks(self) -> int:
+        return self.input_chunks
+
+    def expected_output(self, rank: int, index: int) -> frozenset[Contribution]:
+        return frozenset((r, index) for r in range(self.num_ranks))
+
+
+class AllGather(Collective):
+    """Output chunk r x chunk_factor + i of every rank holds rank r's input chunk i."""
+
+    name = "allgather"
+
+    @property
+    def output_chunks(self) -> int:
+        return self.num_ranks * self.chunk_factor
+
+    def expected_output(self, rank: int, index: int) -> frozenset[Contribution]:
+        return frozenset({divmod(index, self.chunk_factor)})
+
+    def inplace_prefilled(self, rank: int) -> range:
+        return range(rank * self.chunk_factor, (rank + 1) * self.chunk_factor)
+
+
+class ReduceScatter(Collective):
+    """Rank q's output chunk i is the reduction over all ranks of input chunk q x chunk_factor + i."""
+
+    name = "reducescatter"
+
+    @property
+    def input_chunks(self) -> int:
+        return self.num_ranks * self.chunk_factor
+
+    def expected_output(self, rank: int, index: int) -> frozenset[Contribution]:
+        return frozenset((r, rank * self.chunk_factor + index) for r in range(self.num_ranks))
+
+
+class AllToAll(Collective):
+    """Rank q's output chunk r x chunk_factor + i holds rank r's input chunk q x chunk_factor + i."""
+
+    name = "alltoall"
+
+    @property
+    def input_chunks(self) -> int:
+        return self.num_ranks * self.chunk_factor
+
+    @property
+    def output_chunks(self) -> int:
+        return self.input_chunks
+
+    def expected_output(self, rank: int, index: int) -> frozenset[Contribution]:
+        source, piece = divmod(index, self.chunk_factor)
+        return frozenset({(source, rank * self.chunk_factor + piece)})
+
+
+class Broadcast(Collective):
+    """Every rank's output holds the root's input."""
+
+    name = "broadcast"
+
+    def __init__(self, num_ranks: int, chunk_factor: int, inplace: bool, root: int = 0) -> None:
+        super().__init__(num_ranks, chunk_factor, inplace)
+        if not isinstance(root, int) or not 0 <= root < num_ranks:
+            raise ValueError(f"root must be a rank from 0 to {num_ranks - 1}, got {root!r}")
+        self.root = root
+
+    def expected_output(self, rank: int, index: int) -> frozenset[Contribution]:
+        return frozenset({(self.root, index)})
+
+    def inplace_prefilled(self, rank: int) -> range:
+        return range(self.chunk_factor) if rank == self.root else range(0)
+
+
+class SendRecv(Collective):
+    """Each rank sends its input to the next rank: rank q's output holds rank (q - 1) mod n's input."""
+
+    name = "sendrecv"
+
+    def expected_output(self, rank: int, index: int) -> frozenset[Contribution]:
+        return frozenset({((rank - 1) % self.num_ranks, index)})
+
+
+__all__ = ["AllGather", "AllReduce", "AllToAll", "Broadcast", "Collective", "ReduceScatter", "SendRecv"]

@@ -1,0 +1,172 @@
+"""Dependency analysis: insert the thread-block syncs a rank's data dependencies need, and no more.
+
+Ops run in DSL order within a thread block; different thread blocks of a rank run concurrently.
+For every chunk of the rank's own buffers the pass tracks who wrote it last and who read it since.
+When an op touches a chunk in a conflicting way (read after write, write after read or write):
+
+- in the same thread block: a ``nop`` (block-wide sync) before the op, unless a sync op already
+  lies between the two;
+- in another thread block: a semaphore released right after the earlier op and acquired right
+  before the later one, unless the later block is already ordered after the earlier op through
+  barriers, semaphores or earlier inserted syncs (tracked with vector clocks).
+
+A pipeline counts as one op at the top level; dependencies between ops of one pipeline body get
+their ``nop`` inside the body. Chunks reached through channels are the peers' business: ranks
+order those accesses with signal and wait.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+from loom.ir import model as ir
+
+_THREAD_SYNC_OPS = {"nop", "barrier", "signal", "wait", "flush", "sem_acquire", "sem_release"}
+
+Chunk = tuple[str, int]
+
+
+def _chunks(refs: list[ir.ChunkRef]) -> set[Chunk]:
+    return {(ref.buffer, i) for ref in refs for i in range(ref.index, ref.stop)}
+
+
+def _access(op: ir.Op) -> tuple[set[Chunk], set[Chunk]]:
+    """(reads, writes) of the rank's own chunks, pipeline bodies included."""
+    if op.op == "pipeline":
+        reads: set[Chunk] = set()
+        writes: set[Chunk] = set()
+        for inner in op.body:
+            r, w = _access(inner)
+            reads |= r
+            writes |= w
+        return reads, writes
+    return _chunks(op.local_reads()), _chunks(op.local_writes())
+
+
+def _syncs_threads(op: ir.Op) -> bool:
+    return op.op in _THREAD_SYNC_OPS and op.data_sync != "none"
+
+
+def _merge(into: dict[int, int], other: dict[int, int]) -> None:
+    for tb, position in other.items():
+        if into.get(tb, -1) < position:
+            into[tb] = position
+
+
+def _sync_body(body: list[ir.Op]) -> list[ir.Op]:
+    """Within one pipeline body (one thread block): a nop wherever an op depends on an earlier one."""
+    out: list[ir.Op] = []
+    last_write: dict[Chunk, int] = {}
+    readers: dict[Chunk, int] = {}
+    last_sync = -1
+    for position, op in enumerate(body):
+        reads, writes = _access(op)
+        earlier = [last_write[c] for c in reads | writes if c in last_write]
+        earlier += [readers[c] for c in writes if c in readers]
+        if earlier and max(earlier) > last_sync and not _syncs_threads(op):
+            out.append(ir.Op("nop", loc=op.loc, seq=op.seq, auto=True))
+            last_sync = position - 0.5
+        out.append(op)
+        for c in writes:
+            last_write[c] = position
+            readers.pop(c, None)
+        for c in reads:
+            readers[c] = position
+        if _syncs_threads(op):
+            last_sync = position
+    return out
+
+
+def _sync_gpu(gpu: ir.Gpu) -> None:
+    entries = sorted((op.seq, tb.id, position, op) for tb in gpu.threadblocks for position, op in enumerate(tb.ops))
+    clock: dict[int, dict[int, int]] = {tb.id: {} for tb in gpu.threadblocks}
+    snapshot: dict[tuple[int, int], dict[int, int]] = {}
+    last_write: dict[Chunk, tuple[int, int]] = {}
+    readers: dict[Chunk, dict[int, int]] = defaultdict(dict)
+    last_sync: dict[int, float] = defaultdict(lambda: -1)
+    acquire_before: dict[tuple[int, int], list[int]] = defaultdict(list)
+    release_after: dict[tuple[int, int], list[int]] = defaultdict(list)
+    nop_before: set[tuple[int, int]] = set()
+    released: dict[int, deque] = defaultdict(deque)
+    barrier_arrivals: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    initial = {s.id: s.initial_value for s in gpu.semaphores}
+    next_semaphore = max((s.id for s in gpu.semaphores), default=-1) + 1
+
+    for _, tb, position, op in entries:
+        if op.op == "sem_acquire":
+            for semaphore in op.semaphores:
+                if initial.get(semaphore, 0) > 0:
+                    initial[semaphore] -= 1
+                elif released[semaphore]:
+                    _merge(clock[tb], released[semaphore].popleft())
+
+        reads, writes = _access(op)
+        needs: dict[int, int] = {}
+        for c in reads | writes:
+            if c in last_write:
+                writer, at = last_write[c]
+                needs[writer] = max(needs.get(writer, -1), at)
+        for c in writes:
+            for reader, at in readers[c].items():
+                needs[reader] = max(needs.get(reader, -1), at)
+
+        acquired = False
+        for other, at in sorted(needs.items()):
+            if other == tb or clock[tb].get(other, -1) >= at:
+                continue
+            semaphore = next_semaphore
+            next_semaphore += 1
+            gpu.semaphores.append(ir.Semaphore(semaphore, 0))
+            release_after[(other, at)].append(semaphore)
+            acquire_before[(tb, position)].append(semaphore)
+            _merge(clock[tb], snapshot[(other, at)])
+            acquired = True
+        if tb in needs and needs[tb] > last_sync[tb] and not acquired and not _syncs_threads(op):
+            nop_before.add((tb, position))
+
+        for c in writes:
+            last_write[c] = (tb, position)
+            readers[c] = {}
+        for c in reads:
+            readers[c][tb] = position
+        clock[tb][tb] = position
+        if acquired or (tb, position) in nop_before or _syncs_threads(op):
+            last_sync[tb] = position
+        if op.op == "barrier":
+            barrier_arrivals[op.barrier_id].append((tb, position))
+            if len(barrier_arrivals[op.barrier_id]) == len(op.threadblocks):
+                merged: dict[int, int] = {}
+                for member, _ in barrier_arrivals[op.barrier_id]:
+                    _merge(merged, clock[member])
+                for member, at in barrier_arrivals[op.barrier_id]:
+                    clock[member] = dict(merged)
+                    snapshot[(member, at)] = dict(merged)
+        snapshot[(tb, position)] = dict(clock[tb])
+        if op.op == "sem_release":
+            for semaphore in op.semaphores:
+                released[semaphore].append(dict(clock[tb]))
+
+    for block in gpu.threadblocks:
+        ops: list[ir.Op] = []
+        for position, op in enumerate(block.ops):
+            key = (block.id, position)
+            if acquire_before.get(key):
+                ops.append(
+                    ir.Op("sem_acquire", semaphores=sorted(acquire_before[key]), loc=op.loc, seq=op.seq, auto=True)
+                )
+            if key in nop_before:
+                ops.append(ir.Op("nop", loc=op.loc, seq=op.seq, auto=True))
+            if op.op == "pipeline":
+                op.body = _sync_body(op.body)
+            ops.append(op)
+            if release_after.get(key):
+                ops.append(
+                    ir.Op("sem_release", semaphores=sorted(release_after[key]), loc=op.loc, seq=op.seq, auto=True)
+                )
+        block.ops = ops
+
+
+def run(plan: ir.Plan) -> ir.Plan:
+    for gpu in plan.gpus:
+        _sync_gpu(gpu)
+    return plan
