@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 
 import pytest
-
 from loom.errors import DSLError
 from loom.language import (
     AllGather,
@@ -101,9 +100,8 @@ def test_packet_op_needs_the_ll_protocol() -> None:
 def test_packet_op_outside_scratch() -> None:
     def body():
         with _program("LL"):
-            MemoryChannel(1, 0).put_packets(
-                Rank(1).get_output_buffer()[0:1], Rank(0).get_input_buffer()[0:1], tb=0
-            )  # pkt
+            out, inp = Rank(1).get_output_buffer(), Rank(0).get_input_buffer()
+            MemoryChannel(1, 0).put_packets(out[0:1], inp[0:1], tb=0)  # pkt
 
     _expect("pkt", "dst_chunk must be in a scratch buffer (packets live in scratch), got the output buffer", body)
 
