@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from loom.errors import LoomError
+from loom.errors import InvalidArgumentError, LoomError
 from loom.version import __version__
 
 
@@ -39,6 +39,30 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from loom.compile import compile_algorithm, compile_file, list_algorithms
+
+    if args.list:
+        for entry in list_algorithms():
+            print(f"{entry['name']:32} {entry['collective']:14} {entry['protocol']:7} {entry['description']}")
+        return 0
+    if not args.target:
+        raise InvalidArgumentError("loom compile needs an algorithm NAME or a FILE.py (see --list)")
+    options = {"instances": args.instances, "inplace": args.inplace}
+    if args.target.endswith(".py"):
+        text = compile_file(args.target, world_size=args.world_size, ranks_per_node=args.ranks_per_node, **options)
+    else:
+        if args.world_size is None:
+            raise InvalidArgumentError("--world-size is required to compile a library algorithm")
+        text = compile_algorithm(args.target, args.world_size, args.ranks_per_node, **options)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loom", description="Loom collective-communication tools")
     parser.add_argument("--version", action="version", version=f"loom {__version__}")
@@ -53,6 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("plans", nargs="+", metavar="PLAN")
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
     info.set_defaults(run=_cmd_info)
+
+    compile_ = sub.add_parser("compile", help="compile a library algorithm (NAME) or a DSL program (FILE.py) to a plan")
+    compile_.add_argument("target", nargs="?", metavar="NAME|FILE.py")
+    compile_.add_argument("--list", action="store_true", help="list the library algorithms")
+    compile_.add_argument("--world-size", type=int, help="number of ranks")
+    compile_.add_argument("--ranks-per-node", type=int, help="ranks per node (default: all on one node)")
+    compile_.add_argument("--instances", type=int, default=1, help="copies of the program side by side")
+    compile_.add_argument("--inplace", action="store_true", help="compile the in-place variant")
+    compile_.add_argument("-o", "--output", help="write the plan here instead of to stdout")
+    compile_.set_defaults(run=_cmd_compile)
     return parser
 
 
