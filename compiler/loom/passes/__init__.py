@@ -10,13 +10,34 @@ import copy
 from typing import TYPE_CHECKING
 
 from loom.ir import model as ir
-from loom.passes import checks, dependencies, instances, lower_tb_groups, resources
+from loom.passes import (
+    checks,
+    dependencies,
+    fuse_multi_channel,
+    fuse_multi_dst,
+    fuse_put_signal,
+    fuse_read_reduce_send,
+    fuse_reduce_copy_packet,
+    fuse_reduce_send,
+    fuse_reduce_send_packet,
+    instances,
+    lower_tb_groups,
+    resources,
+)
 
 if TYPE_CHECKING:
     from loom.language.program import CollectiveProgram
 
 # Fusion passes in the order they run; each merges adjacent ops of one thread block.
-FUSION_PASSES: list = []
+FUSION_PASSES: list = [
+    fuse_multi_dst,  # before the send fusions, so that a result sent to several peers goes in one op
+    fuse_reduce_copy_packet,
+    fuse_reduce_send_packet,
+    fuse_reduce_send,
+    fuse_read_reduce_send,
+    fuse_put_signal,  # before fuse_multi_channel, which would otherwise take the signal into a multi-channel one
+    fuse_multi_channel,
+]
 
 
 def fuse(plan: ir.Plan) -> ir.Plan:

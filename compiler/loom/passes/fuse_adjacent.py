@@ -1,0 +1,121 @@
+"""What every fusion pass shares: walk each thread block, find two adjacent ops that a rule merges,
+and put the fused op in their place. Not a pass itself; each ``fuse_<name>`` module is one rule.
+
+Adjacent means: nothing but auto ``nop``s (ones the dependency pass inserted) lies between the two
+ops, and both are in the same op list: a thread block's top level or one pipeline body. A pipeline
+op itself never fuses, so nothing fuses across a pipeline boundary. Any other op in between (a
+semaphore op, a barrier, a sync the author wrote, a nop the author wrote) keeps the two apart.
+
+An auto nop between the two is dropped with them when the fused op makes it redundant: it orders
+every op since the previous thread sync before every op up to the next one, so it may go only when
+no such pair of ops conflicts (write/write, read/write or write/read of one chunk, the rank's own or
+a peer's through a channel), except the pair being fused where the second reads what the first
+wrote: the fused op does both in one pass over the data. When anything else still needs the nop,
+the two ops stay as they are.
+
+The fused op is built by the rule, normally as ``dataclasses.replace(first, ...)``, so it keeps the
+first op's ``loc`` (its DSL line), ``seq`` and ``auto``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from loom.ir import model as ir
+
+# rule(gpu, first, second): the fused op, or None when the two do not fuse.
+Rule = Callable[[ir.Gpu, ir.Op, ir.Op], "ir.Op | None"]
+
+# The ops that synchronise the threads of a block (as in the dependency pass), unless data_sync is none.
+_THREAD_SYNC_OPS = frozenset({"nop", "barrier", "signal", "wait", "flush", "sem_acquire", "sem_release"})
+
+Chunk = tuple[object, str, int]
+
+
+def fuse_adjacent(plan: ir.Plan, rule: Rule) -> ir.Plan:
+    """Apply rule to every pair of adjacent ops of every thread block, pipeline bodies included.
+
+    A fused op is tried again with the op after it, so chains (put + put + put) fold into one op.
+    """
+    for gpu in plan.gpus:
+        for tb in gpu.threadblocks:
+            tb.ops = _fuse_ops(gpu, tb.ops, rule)
+    return plan
+
+
+def channel_type(gpu: ir.Gpu, ref_or_id: ir.ChunkRef | int) -> str | None:
+    """The type of the channel a remote reference (or a channel id) goes through; None if undeclared."""
+    channel_id = ref_or_id.channel if isinstance(ref_or_id, ir.ChunkRef) else ref_or_id
+    channel = gpu.channel(channel_id) if channel_id is not None else None
+    return channel.type if channel is not None else None
+
+
+def _fuse_ops(gpu: ir.Gpu, ops: list[ir.Op], rule: Rule) -> list[ir.Op]:
+    ops = [dataclasses.replace(op, body=_fuse_ops(gpu, op.body, rule)) if op.op == "pipeline" else op for op in ops]
+    position = 0
+    while position < len(ops):
+        first = ops[position]
+        second = position + 1
+        while second < len(ops) and _is_auto_nop(ops[second]):
+            second += 1
+        fused = None
+        if second < len(ops) and "pipeline" not in (first.op, ops[second].op):
+            fused = rule(gpu, first, ops[second])
+        if fused is not None and (second == position + 1 or _nops_removable(gpu, ops, position, second)):
+            ops[position : second + 1] = [fused]
+        else:
+            position += 1
+    return ops
+
+
+def _is_auto_nop(op: ir.Op) -> bool:
+    return op.op == "nop" and op.auto
+
+
+def _syncs_threads(op: ir.Op) -> bool:
+    return op.op in _THREAD_SYNC_OPS and op.data_sync != "none"
+
+
+def _chunks(gpu: ir.Gpu, refs: list[ir.ChunkRef]) -> set[Chunk]:
+    """The chunks refs name, each as (whose buffer, buffer, index): the rank's own or a peer's."""
+    out: set[Chunk] = set()
+    for ref in refs:
+        channel = gpu.channel(ref.channel) if ref.is_remote else None
+        if not ref.is_remote:
+            owner: object = "own"
+        elif channel is not None and channel.type != "switch":
+            owner = channel.peer  # two channels to one peer reach the same buffers
+        else:
+            owner = f"channel {ref.channel}"
+        out.update((owner, ref.buffer, i) for i in range(ref.index, ref.stop))
+    return out
+
+
+def _access(gpu: ir.Gpu, op: ir.Op) -> tuple[set[Chunk], set[Chunk]]:
+    """(reads, writes) of the op, pipeline bodies included, peers' chunks too."""
+    reads = _chunks(gpu, ([op.src] if op.src else []) + op.srcs)
+    writes = _chunks(gpu, [ref for ref in (op.dst, op.packet_dst) if ref] + op.dsts)
+    for inner in op.body:
+        inner_reads, inner_writes = _access(gpu, inner)
+        reads |= inner_reads
+        writes |= inner_writes
+    return reads, writes
+
+
+def _nops_removable(gpu: ir.Gpu, ops: list[ir.Op], first: int, second: int) -> bool:
+    """Whether the auto nops between ops[first] and ops[second] order nothing but the fused pair's data flow."""
+    start = first
+    while start > 0 and not _syncs_threads(ops[start - 1]):
+        start -= 1
+    stop = second + 1
+    while stop < len(ops) and not _syncs_threads(ops[stop]):
+        stop += 1
+    earlier = [_access(gpu, op) for op in ops[start : first + 1]]
+    later = [_access(gpu, op) for op in ops[second:stop]]
+    for p, (reads_p, writes_p) in enumerate(earlier):
+        for q, (reads_q, writes_q) in enumerate(later):
+            fused_pair = p == len(earlier) - 1 and q == 0
+            if writes_p & writes_q or reads_p & writes_q or (writes_p & reads_q and not fused_pair):
+                return False
+    return True
