@@ -130,8 +130,10 @@ def _sync_gpu(gpu: ir.Gpu) -> None:
         for c in reads:
             readers[c][tb] = position
         clock[tb][tb] = position
-        if acquired or (tb, position) in nop_before or _syncs_threads(op):
+        if _syncs_threads(op):
             last_sync[tb] = position
+        elif acquired or (tb, position) in nop_before:
+            last_sync[tb] = position - 0.5  # the sync sits before this op: it does not order what this op writes
         if op.op == "barrier":
             barrier_arrivals[op.barrier_id].append((tb, position))
             if len(barrier_arrivals[op.barrier_id]) == len(op.threadblocks):

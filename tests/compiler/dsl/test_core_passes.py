@@ -63,6 +63,17 @@ def test_same_thread_block_dependency_gets_a_nop_only_when_needed() -> None:
     assert _ops(plan, 0, 0) == ["copy", "copy", "nop", "copy", "copy"]
 
 
+def test_an_op_right_after_an_inserted_sync_still_orders_its_own_writes() -> None:
+    with _program() as program:
+        rank = Rank(0)
+        out, inp = rank.get_output_buffer(), rank.get_input_buffer()
+        rank.copy(out[0:1], inp[0:1], tb=0)
+        rank.copy(out[1:2], out[0:1], tb=0)  # nop before: reads chunk 0
+        rank.copy(inp[1:2], out[1:2], tb=0)  # nop before: reads what the op above wrote
+        plan = _passes(program)
+    assert _ops(plan, 0, 0) == ["copy", "nop", "copy", "nop", "copy"]
+
+
 def test_write_after_read_across_thread_blocks() -> None:
     with _program() as program:
         rank = Rank(0)
