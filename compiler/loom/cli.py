@@ -55,12 +55,35 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         if args.world_size is None:
             raise InvalidArgumentError("--world-size is required to compile a library algorithm")
         text = compile_algorithm(args.target, args.world_size, args.ranks_per_node, **options)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
+    _write_output(text, args.output)
+    return 0
+
+
+def _cmd_disasm(args: argparse.Namespace) -> int:
+    from loom.assembly import disassemble
+    from loom.schema import check_schema
+    from loom.validate import read_plan_json
+
+    plan = read_plan_json(args.plan)
+    check_schema(plan, args.plan)
+    _write_output(disassemble(plan), args.output)
+    return 0
+
+
+def _cmd_asm(args: argparse.Namespace) -> int:
+    from loom.assembly import assemble_file
+    from loom.plan_json import canonical_plan_text
+
+    _write_output(canonical_plan_text(assemble_file(args.text, check=True)), args.output)
+    return 0
+
+
+def _write_output(text: str, path: str | None) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
     else:
         sys.stdout.write(text)
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,6 +110,16 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--inplace", action="store_true", help="compile the in-place variant")
     compile_.add_argument("-o", "--output", help="write the plan here instead of to stdout")
     compile_.set_defaults(run=_cmd_compile)
+
+    disasm = sub.add_parser("disasm", help="print a plan as plan assembly text (one op per line)")
+    disasm.add_argument("plan", metavar="PLAN.json")
+    disasm.add_argument("-o", "--output", metavar="OUT.txt", help="write the text here instead of to stdout")
+    disasm.set_defaults(run=_cmd_disasm)
+
+    asm = sub.add_parser("asm", help="assemble plan assembly text into plan JSON (schema-checked, canonical)")
+    asm.add_argument("text", metavar="PLAN.txt")
+    asm.add_argument("-o", "--output", metavar="OUT.json", help="write the plan here instead of to stdout")
+    asm.set_defaults(run=_cmd_asm)
     return parser
 
 
