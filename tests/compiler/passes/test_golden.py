@@ -1,7 +1,11 @@
-"""Golden tests of the fusion passes: ``golden/<pass>/<case>.in.txt`` is plan assembly, the pass
+"""Golden tests of the passes: ``golden/<pass>/<case>.in.txt`` is plan assembly, the pass
 ``loom.passes.<pass>`` runs on it alone, and the result must read exactly as ``<case>.out.txt``.
-Both sides must be schema-valid plans. Case names say what they show: ``fuses_*`` cases fuse,
-``keeps_*`` cases must come out unchanged.
+Both sides must be schema-valid plans. Case names say what they show: ``keeps_*`` cases must come
+out unchanged, every other case must change the plan.
+
+Two passes need more than the plan: ``dependencies`` orders ops of different thread blocks by the
+DSL line that recorded them (the runner takes each op's ``@ file:LINE`` as its trace position), and
+``instances`` takes the instance count from the case name (``x2_...`` runs two instances).
 
 ``LOOM_UPDATE_GOLDEN=1 pytest tests/compiler/passes`` rewrites the .out.txt files from what the
 passes produce now; review the diff before committing it.
@@ -65,13 +69,24 @@ def write_plan(plan: ir.Plan) -> str:
     return "".join(line + (_AUTO_MARK if _NOP_LINE.match(line) and next(marks) else "") + "\n" for line in lines)
 
 
+def run_pass(case: Path, plan: ir.Plan) -> ir.Plan:
+    module = importlib.import_module(f"loom.passes.{case.parent.name}")
+    if case.parent.name == "instances":
+        return module.run(plan, int(re.search(r"x(\d+)_", case.name).group(1)))
+    if case.parent.name == "dependencies":
+        for gpu in plan.gpus:
+            for tb in gpu.threadblocks:
+                for op in tb.ops:
+                    op.seq = op.loc.line
+    return module.run(plan)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.name[: -len('.in.txt')]}" for c in CASES])
 def test_golden(case: Path) -> None:
-    fusion = importlib.import_module(f"loom.passes.{case.parent.name}")
     text = case.read_text(encoding="utf-8")
-    result = write_plan(fusion.run(read_plan(text, str(case))))
+    result = write_plan(run_pass(case, read_plan(text, str(case))))
     unchanged = write_plan(read_plan(text, str(case)))
-    assert (result == unchanged) == case.name.startswith("keeps_"), "fuses_* cases change the plan, keeps_* do not"
+    assert (result == unchanged) == case.name.startswith("keeps_"), "keeps_* cases come out unchanged, others change"
     expected = case.with_name(case.name.replace(".in.txt", ".out.txt"))
     if UPDATE:
         expected.write_text(result, encoding="utf-8")
@@ -91,9 +106,12 @@ def test_every_pass_has_positive_and_negative_cases() -> None:
             "fuse_reduce_copy_packet",
             "fuse_reduce_send",
             "fuse_reduce_send_packet",
+            "dependencies",
+            "instances",
+            "resources",
         ]
     )
     for folder in folders:
         names = [case.name for case in CASES if case.parent.name == folder]
-        assert any(name.startswith("fuses_") for name in names), folder
+        assert any(not name.startswith("keeps_") for name in names), folder
         assert any(name.startswith("keeps_") for name in names), folder
