@@ -1,0 +1,251 @@
+"""The algorithm library: collective algorithms written in the Loom DSL, and their registry.
+
+Every algorithm is a module with a ``build(world_size, ranks_per_node=None, *, instances=1,
+inplace=False, name=None, **options) -> CollectiveProgram`` that records the program; compile it
+with ``loom.emit.emit_plan_text(program)`` or, in one step, ``loom.compile.compile_algorithm``.
+``ALGORITHMS`` maps each name to an :class:`Algorithm` entry (collective, protocol, shapes it
+supports, default message-size range, options). docs/algorithms.md has the table.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from loom.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from loom.language.program import CollectiveProgram
+
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+SINGLE_NODE_SIZES = tuple(range(2, 9))  # 2 to 8 GPUs on one node
+TWO_NODES = tuple((2, per_node) for per_node in range(2, 9))  # 2 nodes x 2 to 8 GPUs
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One library algorithm: what it computes, which shapes it supports, its default size range."""
+
+    name: str
+    module: str  # loom.algorithms.<module>
+    collective: str  # plan-format collective name
+    protocol: str  # "simple" or "ll"
+    summary: str  # the idea, in one line
+    world_sizes: tuple[int, ...] = SINGLE_NODE_SIZES  # supported world sizes with every rank on one node
+    multi_node: tuple[tuple[int, int], ...] = ()  # supported (nodes, ranks per node) with nodes > 1
+    min_message_bytes: int = 0
+    max_message_bytes: int = GiB
+    options: dict[str, Any] = field(default_factory=dict)  # algorithm-specific options and their defaults
+
+    def load(self) -> ModuleType:
+        return importlib.import_module(f"loom.algorithms.{self.module}")
+
+    def build(self, world_size: int, ranks_per_node: int | None = None, **kwargs: Any) -> CollectiveProgram:
+        return self.load().build(world_size, ranks_per_node, **kwargs)
+
+    def shapes(self) -> list[str]:
+        """Supported shapes as text: "2".."8" for one node, "2x4" for 2 nodes of 4 GPUs."""
+        return [str(n) for n in self.world_sizes] + [f"{nodes}x{per_node}" for nodes, per_node in self.multi_node]
+
+    def check_shape(self, world_size: object, ranks_per_node: object) -> tuple[int, int]:
+        """(world_size, ranks_per_node) when the algorithm supports them, else InvalidArgumentError."""
+        if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
+            raise InvalidArgumentError(f"{self.name}: world_size must be a positive integer, got {world_size!r}")
+        per_node = world_size if ranks_per_node is None else ranks_per_node
+        if not isinstance(per_node, int) or isinstance(per_node, bool) or per_node < 1 or world_size % per_node != 0:
+            raise InvalidArgumentError(
+                f"{self.name}: ranks_per_node must be a positive integer that divides world_size {world_size},"
+                f" got {ranks_per_node!r}"
+            )
+        nodes = world_size // per_node
+        supported = (nodes == 1 and world_size in self.world_sizes) or (nodes, per_node) in self.multi_node
+        if not supported:
+            shape = f"world_size {world_size}" if nodes == 1 else f"{nodes} nodes x {per_node} ranks"
+            one_node = (
+                f"world sizes {_ranges(self.world_sizes)} on one node" if self.world_sizes else "no single-node shapes"
+            )
+            by_nodes: dict[int, list[int]] = {}
+            for count, size in self.multi_node:
+                by_nodes.setdefault(count, []).append(size)
+            multi = (
+                " and ".join(
+                    f"{count} nodes x {_ranges(sizes)} ranks (world_size = {count} x ranks_per_node)"
+                    for count, sizes in sorted(by_nodes.items())
+                )
+                if by_nodes
+                else "no multi-node shapes"
+            )
+            raise InvalidArgumentError(f"{self.name} does not support {shape}; it supports {one_node}; and {multi}")
+        return world_size, per_node
+
+    def describe(self) -> dict[str, Any]:
+        """The entry as plain data (for `loom compile --list` and list_algorithms())."""
+        return {
+            "name": self.name,
+            "collective": self.collective,
+            "protocol": self.protocol,
+            "summary": self.summary,
+            "world_sizes": list(self.world_sizes),
+            "multi_node": [list(shape) for shape in self.multi_node],
+            "min_message_bytes": self.min_message_bytes,
+            "max_message_bytes": self.max_message_bytes,
+            "options": dict(self.options),
+        }
+
+
+def _ranges(values) -> str:
+    """(2, 3, 4, 8) -> "2 to 4, 8"."""
+    parts: list[str] = []
+    values = sorted(values)
+    start = previous = values[0]
+    for value in [*values[1:], None]:
+        if value is not None and value == previous + 1:
+            previous = value
+            continue
+        parts.append(str(start) if start == previous else f"{start} to {previous}")
+        if value is not None:
+            start = previous = value
+    return ", ".join(parts)
+
+
+_ENTRIES = [
+    Algorithm(
+        "allreduce_allpairs_packet",
+        "allreduce_allpairs_packet",
+        "allreduce",
+        "ll",
+        "one shot: every rank sends its whole input as LL packets to every peer, then reduces locally",
+        max_message_bytes=256 * KiB,
+    ),
+    Algorithm(
+        "allreduce_twoshot_packet",
+        "allreduce_twoshot_packet",
+        "allreduce",
+        "ll",
+        "LL reduce-scatter (piece r to rank r), reduce, LL all-gather of the reduced piece",
+        min_message_bytes=256 * KiB + 1,
+        max_message_bytes=MiB,
+    ),
+    Algorithm(
+        "allreduce_rs_ag",
+        "allreduce_rs_ag",
+        "allreduce",
+        "simple",
+        "reduce-scatter into peers' scratch, reduce, put the result into every peer's output",
+        min_message_bytes=MiB + 1,
+        max_message_bytes=64 * MiB,
+    ),
+    Algorithm(
+        "allreduce_rs_ag_pipelined",
+        "allreduce_rs_ag_pipelined",
+        "allreduce",
+        "simple",
+        "allreduce_rs_ag repeated over `iterations` slices of the message (a pipeline)",
+        min_message_bytes=64 * MiB + 1,
+        max_message_bytes=GiB,
+        options={"iterations": 4},
+    ),
+    Algorithm(
+        "allreduce_hierarchical",
+        "allreduce_hierarchical",
+        "allreduce",
+        "simple",
+        "intra-node reduce-scatter, shard exchange with the twin rank on the other node over a port"
+        " channel, intra-node all-gather",
+        world_sizes=(),
+        multi_node=TWO_NODES,
+    ),
+    Algorithm(
+        "allgather_fullmesh_packet",
+        "allgather_fullmesh_packet",
+        "allgather",
+        "ll",
+        "every rank sends its input as LL packets to every peer's scratch; peers unpack into place",
+        multi_node=TWO_NODES,
+        max_message_bytes=MiB,
+    ),
+    Algorithm(
+        "allgather_fullmesh",
+        "allgather_fullmesh",
+        "allgather",
+        "simple",
+        "every rank puts its input straight into every peer's output",
+        multi_node=TWO_NODES,
+        min_message_bytes=MiB + 1,
+    ),
+    Algorithm(
+        "allgather_ring",
+        "allgather_ring",
+        "allgather",
+        "simple",
+        "world_size - 1 ring steps: forward the piece received last step to the next rank",
+        multi_node=TWO_NODES,
+        min_message_bytes=MiB + 1,
+    ),
+    Algorithm(
+        "reducescatter_fullmesh",
+        "reducescatter_fullmesh",
+        "reducescatter",
+        "simple",
+        "every rank puts piece p of its input into rank p's scratch; each reduces its own piece",
+        multi_node=TWO_NODES,
+        min_message_bytes=MiB + 1,
+    ),
+    Algorithm(
+        "reducescatter_fullmesh_packet",
+        "reducescatter_fullmesh_packet",
+        "reducescatter",
+        "ll",
+        "as reducescatter_fullmesh with LL packets: no signal/wait, the reduction polls the packets",
+        multi_node=TWO_NODES,
+        max_message_bytes=MiB,
+    ),
+    Algorithm(
+        "alltoall_fullmesh",
+        "alltoall_fullmesh",
+        "alltoall",
+        "simple",
+        "every rank puts piece p of its input into rank p's output (through scratch when in place)",
+        multi_node=TWO_NODES,
+    ),
+    Algorithm(
+        "broadcast",
+        "broadcast",
+        "broadcast",
+        "simple",
+        "the root puts its input into every peer's output once the peer says it is ready",
+        multi_node=TWO_NODES,
+        options={"root": 0},
+    ),
+    Algorithm(
+        "sendrecv",
+        "sendrecv",
+        "sendrecv",
+        "simple",
+        "every rank puts its input into the next rank's output (through scratch when in place)",
+        multi_node=TWO_NODES,
+    ),
+]
+
+ALGORITHMS: dict[str, Algorithm] = {entry.name: entry for entry in _ENTRIES}
+
+
+def names() -> list[str]:
+    """The library's algorithm names, sorted."""
+    return sorted(ALGORITHMS)
+
+
+def get(name: str) -> Algorithm:
+    """The registry entry for ``name``; InvalidArgumentError listing the known names otherwise."""
+    try:
+        return ALGORITHMS[name]
+    except (KeyError, TypeError):
+        raise InvalidArgumentError(f"unknown algorithm {name!r}; the library has: {', '.join(names())}") from None
+
+
+__all__ = ["ALGORITHMS", "Algorithm", "get", "names"]
