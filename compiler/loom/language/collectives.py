@@ -108,6 +108,9 @@ class AllToAll(Collective):
         source, piece = divmod(index, self.chunk_factor)
         return frozenset({(source, rank * self.chunk_factor + piece)})
 
+    def inplace_prefilled(self, rank: int) -> range:
+        return range(rank * self.chunk_factor, (rank + 1) * self.chunk_factor)
+
 
 class Broadcast(Collective):
     """Every rank's output holds the root's input."""

@@ -7,6 +7,7 @@ from collections import Counter
 
 from loom.errors import DSLError
 from loom.ir import model as ir
+from loom.ir.shapes import inplace_alias
 from loom.language.collectives import Collective
 
 
@@ -34,28 +35,54 @@ def written_chunks(plan: ir.Plan) -> dict[int, set[tuple[str, int]]]:
     return written
 
 
+def _aliased_written(plan: ir.Plan, gpu: ir.Gpu, index: int, written: set[tuple[str, int]]) -> bool:
+    """In place: output chunk `index` is written when a write lands on its other name."""
+    alias = inplace_alias(plan.collective, gpu.id, gpu.input_chunks, gpu.output_chunks, "output", index)
+    if alias in written:
+        return True
+    return any(
+        inplace_alias(plan.collective, gpu.id, gpu.input_chunks, gpu.output_chunks, buffer, i) == alias
+        for buffer, i in written
+        if buffer == "input"
+    )
+
+
 def check_output_written(plan: ir.Plan, collective: Collective) -> None:
     written = written_chunks(plan)
     for gpu in plan.gpus:
         for index in range(gpu.output_chunks):
             if ("output", index) in written[gpu.id]:
                 continue
-            if plan.inplace and (("input", index) in written[gpu.id] or index in collective.inplace_prefilled(gpu.id)):
+            if plan.inplace and index in collective.inplace_prefilled(gpu.id):
                 continue
-            if plan.inplace and collective.name == "allreduce":
-                continue  # in place, the input already is the output; the reduction may write either name
+            if plan.inplace and _aliased_written(plan, gpu, index, written[gpu.id]):
+                continue
             raise DSLError(
                 f"the {collective.name} can never be complete: no op writes output chunk {index} of rank {gpu.id}"
                 f" (its output buffer has {gpu.output_chunks} chunks)"
             )
 
 
+def _pair_positions(gpu: ir.Gpu) -> dict[int, int]:
+    """channel id -> its position among this rank's channels of the same type to the same peer:
+    the i-th channel a rank declares to a peer pairs with the peer's i-th channel back."""
+    seen: Counter = Counter()
+    positions = {}
+    for channel in sorted(gpu.channels, key=lambda c: c.id):
+        if channel.type != "switch":
+            positions[channel.id] = seen[(channel.peer, channel.type)]
+            seen[(channel.peer, channel.type)] += 1
+    return positions
+
+
 def check_signal_wait_pairs(plan: ir.Plan) -> None:
-    """Every signal rank a sends to rank b is consumed by one wait of b on its channel to a."""
+    """Every signal rank a sends on a channel to rank b is consumed by one wait of b on the paired
+    channel back to a (the i-th of each side's channels of that type to the other)."""
     signals: Counter = Counter()
     waits: Counter = Counter()
     first_loc: dict = {}
     for gpu in plan.gpus:
+        positions = _pair_positions(gpu)
         for tb in gpu.threadblocks:
             for op, times in _flat(tb.ops):
                 sends = op.op in ("signal", "put_with_signal", "put_with_signal_and_flush")
@@ -64,16 +91,22 @@ def check_signal_wait_pairs(plan: ir.Plan) -> None:
                 ids = op.channels or sorted({ref.channel for ref in op.dsts})
                 for channel_id in ids:
                     channel = gpu.channel(channel_id)
-                    key = (gpu.id, channel.peer, channel.type) if sends else (channel.peer, gpu.id, channel.type)
+                    pair = (channel.type, positions[channel_id])
+                    key = (gpu.id, channel.peer, *pair) if sends else (channel.peer, gpu.id, *pair)
                     (signals if sends else waits)[key] += times
                     first_loc.setdefault((key, sends), op.loc)
     for key in sorted(set(signals) | set(waits)):
         sent, awaited = signals[key], waits[key]
         if sent != awaited:
-            source, target, kind = key
+            source, target, kind, position = key
             loc = first_loc.get((key, sent > awaited))
             raise DSLError(
-                f"rank {source} signals rank {target} {sent} time(s) over {kind} channels, but rank {target} waits"
-                f" {awaited} time(s) for rank {source}: every signal needs exactly one wait, or a wait hangs",
+                f"rank {source} signals rank {target} {sent} time(s) on its {_ordinal(position)} {kind} channel to"
+                f" rank {target}, but rank {target} waits {awaited} time(s) on its {_ordinal(position)} {kind} channel"
+                f" back: every signal needs exactly one wait on the paired channel, or a wait hangs",
                 loc,
             )
+
+
+def _ordinal(position: int) -> str:
+    return {0: "first", 1: "second", 2: "third"}.get(position, f"#{position + 1}")

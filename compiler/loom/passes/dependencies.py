@@ -17,30 +17,38 @@ order those accesses with signal and wait.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict, deque
+from collections.abc import Callable
 
 from loom.ir import model as ir
+from loom.ir.shapes import inplace_alias
 
 _THREAD_SYNC_OPS = {"nop", "barrier", "signal", "wait", "flush", "sem_acquire", "sem_release"}
 
 Chunk = tuple[str, int]
 
 
-def _chunks(refs: list[ir.ChunkRef]) -> set[Chunk]:
-    return {(ref.buffer, i) for ref in refs for i in range(ref.index, ref.stop)}
+def _same(buffer: str, index: int) -> Chunk:
+    return (buffer, index)
 
 
-def _access(op: ir.Op) -> tuple[set[Chunk], set[Chunk]]:
-    """(reads, writes) of the rank's own chunks, pipeline bodies included."""
+def _chunks(refs: list[ir.ChunkRef], name: Callable[[str, int], Chunk]) -> set[Chunk]:
+    return {name(ref.buffer, i) for ref in refs for i in range(ref.index, ref.stop)}
+
+
+def _access(op: ir.Op, name: Callable[[str, int], Chunk] = _same) -> tuple[set[Chunk], set[Chunk]]:
+    """(reads, writes) of the rank's own chunks, pipeline bodies included; `name` gives each chunk
+    its one name (in-place plans reach the same memory as input and as output)."""
     if op.op == "pipeline":
         reads: set[Chunk] = set()
         writes: set[Chunk] = set()
         for inner in op.body:
-            r, w = _access(inner)
+            r, w = _access(inner, name)
             reads |= r
             writes |= w
         return reads, writes
-    return _chunks(op.local_reads()), _chunks(op.local_writes())
+    return _chunks(op.local_reads(), name), _chunks(op.local_writes(), name)
 
 
 def _syncs_threads(op: ir.Op) -> bool:
@@ -53,14 +61,14 @@ def _merge(into: dict[int, int], other: dict[int, int]) -> None:
             into[tb] = position
 
 
-def _sync_body(body: list[ir.Op]) -> list[ir.Op]:
+def _sync_body(body: list[ir.Op], name: Callable[[str, int], Chunk]) -> list[ir.Op]:
     """Within one pipeline body (one thread block): a nop wherever an op depends on an earlier one."""
     out: list[ir.Op] = []
     last_write: dict[Chunk, int] = {}
     readers: dict[Chunk, int] = {}
     last_sync = -1
     for position, op in enumerate(body):
-        reads, writes = _access(op)
+        reads, writes = _access(op, name)
         earlier = [last_write[c] for c in reads | writes if c in last_write]
         earlier += [readers[c] for c in writes if c in readers]
         if earlier and max(earlier) > last_sync and not _syncs_threads(op):
@@ -77,7 +85,7 @@ def _sync_body(body: list[ir.Op]) -> list[ir.Op]:
     return out
 
 
-def _sync_gpu(gpu: ir.Gpu) -> None:
+def _sync_gpu(gpu: ir.Gpu, name: Callable[[str, int], Chunk]) -> None:
     entries = sorted((op.seq, tb.id, position, op) for tb in gpu.threadblocks for position, op in enumerate(tb.ops))
     clock: dict[int, dict[int, int]] = {tb.id: {} for tb in gpu.threadblocks}
     snapshot: dict[tuple[int, int], dict[int, int]] = {}
@@ -100,7 +108,7 @@ def _sync_gpu(gpu: ir.Gpu) -> None:
                 elif released[semaphore]:
                     _merge(clock[tb], released[semaphore].popleft())
 
-        reads, writes = _access(op)
+        reads, writes = _access(op, name)
         needs: dict[int, int] = {}
         for c in reads | writes:
             if c in last_write:
@@ -159,7 +167,7 @@ def _sync_gpu(gpu: ir.Gpu) -> None:
             if key in nop_before:
                 ops.append(ir.Op("nop", loc=op.loc, seq=op.seq, auto=True))
             if op.op == "pipeline":
-                op.body = _sync_body(op.body)
+                op.body = _sync_body(op.body, name)
             ops.append(op)
             if release_after.get(key):
                 ops.append(
@@ -170,5 +178,8 @@ def _sync_gpu(gpu: ir.Gpu) -> None:
 
 def run(plan: ir.Plan) -> ir.Plan:
     for gpu in plan.gpus:
-        _sync_gpu(gpu)
+        name = _same
+        if plan.inplace:
+            name = functools.partial(inplace_alias, plan.collective, gpu.id, gpu.input_chunks, gpu.output_chunks)
+        _sync_gpu(gpu, name)
     return plan

@@ -14,6 +14,7 @@ from loom.language import (
     LoopIterationContext,
     MemoryChannel,
     Rank,
+    ReduceScatter,
     Semaphore,
     ThreadBlockGroup,
 )
@@ -186,3 +187,27 @@ def test_resources_pair_one_way_channels_and_size_scratch() -> None:
         MemoryChannel(1, 0).put(scratch[0:1], Rank(0).get_input_buffer()[0:1], tb=0)
         plan = resources.run(_passes(program))
     assert [(c.id, c.type, c.peer) for c in plan.gpu(1).channels] == [(0, "memory", 0)]  # added, unused
+
+
+def test_in_place_input_and_output_are_one_chunk() -> None:
+    with CollectiveProgram("t", AllReduce(2, 1, True), 2, instr_fusion=False) as program:
+        rank = Rank(0)
+        out, inp = rank.get_output_buffer(), rank.get_input_buffer()
+        rank.copy(out[1:2], inp[0:1], tb=0)  # reads input[0]
+        rank.copy(out[0:1], out[1:2], tb=1)  # overwrites output[0], the same memory
+        plan = _passes(program)
+    assert _ops(plan, 0, 1)[0] == "sem_acquire"
+
+
+def test_in_place_reduce_scatter_may_reduce_into_its_own_input_piece() -> None:
+    with CollectiveProgram("t", ReduceScatter(2, 1, True), 2) as program:
+        scratch = [Buffer(r, 1) for r in range(2)]
+        for r in range(2):
+            peer, rank = 1 - r, Rank(r)
+            channel, back = MemoryChannel(peer, r), MemoryChannel(r, peer)
+            channel.put(scratch[peer][0:1], rank.get_input_buffer()[peer : peer + 1], tb=0)
+            channel.signal(tb=0)
+            back.wait(tb=0)
+            rank.reduce(rank.get_input_buffer()[r : r + 1], [scratch[r][0:1]], tb=0)
+        plan = program.compile()  # no "output never written": output chunk 0 is input chunk r
+    assert plan.gpu(1).output_chunks == 1

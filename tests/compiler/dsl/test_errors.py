@@ -182,7 +182,11 @@ def test_signal_without_wait() -> None:
                 rank.copy(rank.get_output_buffer()[0:2], rank.get_input_buffer()[0:2], tb=0)
             program.to_json()
 
-    _expect("lonely", "rank 0 signals rank 1 1 time(s) over memory channels, but rank 1 waits 0 time(s)", body)
+    _expect(
+        "lonely",
+        "rank 0 signals rank 1 1 time(s) on its first memory channel to rank 1, but rank 1 waits 0 time(s)",
+        body,
+    )
 
 
 def test_no_active_program() -> None:
@@ -199,3 +203,18 @@ def test_bad_program_arguments_name_the_argument() -> None:
         CollectiveProgram("t", AllReduce(2, 1, False), 4)
     with pytest.raises(DSLError, match="ranks_per_node must divide num_ranks 4"):
         CollectiveProgram("t", AllReduce(4, 1, False), 4, ranks_per_node=3)
+
+
+def test_signal_and_wait_on_channels_that_do_not_pair() -> None:
+    def body():
+        with _program() as program:
+            first, _ = MemoryChannel(1, 0), MemoryChannel(1, 0)
+            _, back_second = MemoryChannel(0, 1), MemoryChannel(0, 1)
+            first.signal(tb=0)  # unpaired
+            back_second.wait(tb=0)
+            for r in range(2):
+                rank = Rank(r)
+                rank.copy(rank.get_output_buffer()[0:2], rank.get_input_buffer()[0:2], tb=0)
+            program.to_json()
+
+    _expect("unpaired", "on its first memory channel to rank 1, but rank 1 waits 0 time(s) on its first", body)
