@@ -22,7 +22,7 @@ else:
 
 needs_native = pytest.mark.skipif(_native is None, reason=_NATIVE_MISSING)
 
-# 16-rank plans take seconds each to compile (the schema check in emit dominates): marked slow.
+# 16-rank plans take longest to compile and simulate: marked slow (`-m "not slow"` leaves them out).
 CASES = [pytest.param(case, marks=pytest.mark.slow) if case[1] > 8 else case for case in cases()]
 IDS = [case_id(case) for case in cases()]
 
@@ -105,3 +105,12 @@ def test_native_decoder_accepts_the_plan(case):
     assert decoded.world_size == case[1]
     assert decoded.collective == ALGORITHMS[case[0]].collective
     assert decoded.source_hash == plan_dict(*case)["metadata"]["source_hash"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_disassembly_assembles_back_to_the_same_bytes(case):
+    from loom.assembly import assemble, disassemble
+    from loom.plan_json import canonical_plan_text
+
+    text = plan_text(*case)
+    assert canonical_plan_text(assemble(disassemble(plan_dict(*case)), case_id(case), check=True)) == text
