@@ -39,22 +39,49 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _option_value(text: str) -> object:
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
+    import shlex
+
     from loom.compile import compile_algorithm, compile_file, list_algorithms
 
     if args.list:
         for entry in list_algorithms():
-            print(f"{entry['name']:32} {entry['collective']:14} {entry['protocol']:7} {entry['description']}")
+            print(f"{entry['name']:30} {entry['collective']:14} {entry['protocol']:7} {entry['summary']}")
         return 0
     if not args.target:
         raise InvalidArgumentError("loom compile needs an algorithm NAME or a FILE.py (see --list)")
-    options = {"instances": args.instances, "inplace": args.inplace}
+    options: dict[str, object] = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidArgumentError(f"--option takes KEY=VALUE, got {item!r}")
+        options[key] = _option_value(value)
+    if args.inplace:
+        options["inplace"] = True
     if args.target.endswith(".py"):
-        text = compile_file(args.target, world_size=args.world_size, ranks_per_node=args.ranks_per_node, **options)
+        text = compile_file(
+            args.target,
+            world_size=args.world_size,
+            ranks_per_node=args.ranks_per_node,
+            instances=args.instances,
+            argv=shlex.split(args.argv),
+            **options,
+        )
     else:
         if args.world_size is None:
             raise InvalidArgumentError("--world-size is required to compile a library algorithm")
-        text = compile_algorithm(args.target, args.world_size, args.ranks_per_node, **options)
+        text = compile_algorithm(
+            args.target, args.world_size, args.ranks_per_node, instances=args.instances or 1, **options
+        )
     _write_output(text, args.output)
     return 0
 
@@ -106,8 +133,17 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--list", action="store_true", help="list the library algorithms")
     compile_.add_argument("--world-size", type=int, help="number of ranks")
     compile_.add_argument("--ranks-per-node", type=int, help="ranks per node (default: all on one node)")
-    compile_.add_argument("--instances", type=int, default=1, help="copies of the program side by side")
+    compile_.add_argument("--instances", type=int, help="copies of the program side by side (default 1)")
     compile_.add_argument("--inplace", action="store_true", help="compile the in-place variant")
+    compile_.add_argument(
+        "-O",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an algorithm option, e.g. iterations=8",
+    )
+    compile_.add_argument("--argv", default="", help="command-line arguments for a FILE.py that parses its own")
     compile_.add_argument("-o", "--output", help="write the plan here instead of to stdout")
     compile_.set_defaults(run=_cmd_compile)
 
