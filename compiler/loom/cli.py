@@ -74,16 +74,46 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             ranks_per_node=args.ranks_per_node,
             instances=args.instances,
             argv=shlex.split(args.argv),
+            verify=not args.no_verify,
             **options,
         )
     else:
         if args.world_size is None:
             raise InvalidArgumentError("--world-size is required to compile a library algorithm")
         text = compile_algorithm(
-            args.target, args.world_size, args.ranks_per_node, instances=args.instances or 1, **options
+            args.target,
+            args.world_size,
+            args.ranks_per_node,
+            instances=args.instances or 1,
+            verify=not args.no_verify,
+            **options,
         )
     _write_output(text, args.output)
     return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    import textwrap
+
+    from loom.verify import format_findings, load_plan, summary, verify
+
+    failed = 0
+    for path in args.plans:
+        try:
+            plan = load_plan(path)
+            findings = verify(plan, calls=args.calls)
+        except (LoomError, OSError) as error:
+            failed += 1
+            print(f"INVALID {error}", file=sys.stderr)
+            continue
+        if findings:
+            failed += 1
+            print(f"FAILED  {path}: {summary(findings)}")
+            print(textwrap.indent(format_findings(findings, None if args.all else 5), "  "))
+        elif not args.quiet:
+            shape = f"{plan['collective']}, {plan['world_size']} ranks, {plan['protocol']}"
+            print(f"ok      {path} ({shape}; {args.calls} calls)")
+    return 1 if failed else 0
 
 
 def _cmd_disasm(args: argparse.Namespace) -> int:
@@ -145,7 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument("--argv", default="", help="command-line arguments for a FILE.py that parses its own")
     compile_.add_argument("-o", "--output", help="write the plan here instead of to stdout")
+    compile_.add_argument("--no-verify", action="store_true", help="do not run the plan verifier on the result")
     compile_.set_defaults(run=_cmd_compile)
+
+    verify = sub.add_parser(
+        "verify", help="prove plans compute their collective: postcondition, races, deadlocks, bounds, packets"
+    )
+    verify.add_argument("plans", nargs="+", metavar="PLAN", help="plan JSON, or plan assembly (.txt)")
+    verify.add_argument("--calls", type=int, default=2, help="consecutive calls to run (default 2)")
+    verify.add_argument("--all", action="store_true", help="show every finding (default: 5 per category and rank)")
+    verify.add_argument("-q", "--quiet", action="store_true", help="print only failures")
+    verify.set_defaults(run=_cmd_verify)
 
     disasm = sub.add_parser("disasm", help="print a plan as plan assembly text (one op per line)")
     disasm.add_argument("plan", metavar="PLAN.json")

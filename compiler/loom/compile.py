@@ -49,6 +49,7 @@ def compile_algorithm(
     instances: int = 1,
     inplace: bool = False,
     plan_name: str | None = None,
+    verify: bool = True,
     **options: Any,
 ) -> str:
     """Compile library algorithm ``name`` (see :func:`list_algorithms`) into canonical plan JSON text.
@@ -58,12 +59,14 @@ def compile_algorithm(
     ``plan_name`` overrides the plan's name (default ``<algorithm>_<shape>``). ``options`` are the
     algorithm's own (``iterations``, ``root``) and the common ``min_message_size``,
     ``max_message_size``, ``num_threads_per_block``. Unknown names, shapes or options raise
-    InvalidArgumentError saying what is supported.
+    InvalidArgumentError saying what is supported. With ``verify`` (the default) the emitted plan
+    is run through the plan verifier (``loom.verify``), and a plan it finds wrong raises
+    ``loom.verify.VerificationError`` listing the findings.
     """
     program = build_algorithm(
         name, world_size, ranks_per_node, instances=instances, inplace=inplace, plan_name=plan_name, **options
     )
-    return emit.emit_plan_text(program)
+    return _verified(emit.emit_plan_text(program), verify)
 
 
 def list_algorithms() -> list[dict[str, Any]]:
@@ -81,6 +84,7 @@ def compile_file(
     ranks_per_node: int | None = None,
     instances: int | None = None,
     argv: list[str] | None = None,
+    verify: bool = True,
     **options: Any,
 ) -> str:
     """Compile the DSL program in the Python file ``path`` into canonical plan JSON text.
@@ -96,7 +100,8 @@ def compile_file(
       is checked against the schema. ``world_size`` etc. cannot be passed to such a file: given,
       they must match the printed plan.
 
-    Anything else the file prints goes to stderr.
+    Anything else the file prints goes to stderr. ``verify`` runs the plan verifier on the result,
+    as for :func:`compile_algorithm`.
     """
     file = Path(path)
     if not file.is_file():
@@ -119,7 +124,7 @@ def compile_file(
         _forward(printed.getvalue())
         if not isinstance(program, CollectiveProgram):
             raise DSLError(f"{file}: build() must return a CollectiveProgram, got {type(program).__name__}")
-        return emit.emit_plan_text(program)
+        return _verified(emit.emit_plan_text(program), verify)
     text, rest = _printed_plan(printed.getvalue())
     _forward(rest)
     if text is None:
@@ -144,7 +149,16 @@ def compile_file(
             )
     check_schema(document, str(file))
     # The canonical writer emit uses, so that a printed plan and a built one look alike.
-    return emit._canonical_text(document)
+    return _verified(emit._canonical_text(document), verify)
+
+
+def _verified(text: str, verify: bool) -> str:
+    """``text``, after the plan verifier found nothing wrong with it (when ``verify``)."""
+    if verify:
+        from loom.verify import check
+
+        check(json.loads(text))
+    return text
 
 
 def _run_file(file: Path, argv: list[str], printed: io.StringIO) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Every library algorithm compiles, for every supported shape we test, into a plan that passes the
 schema, is byte-for-byte reproducible, carries its provenance, and computes its collective
-(symbolic simulation over three consecutive calls: postcondition, races, deadlocks)."""
+(the plan verifier, loom.verify, over three consecutive calls: postcondition, races, deadlocks)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from library_cases import case_id, cases, options_for, plan_dict, plan_text, wal
 from loom.algorithms import ALGORITHMS
 from loom.compile import compile_algorithm
 from loom.schema import check_schema
+from loom.verify import format_findings, verify
 from loom.version import __version__
-from plan_simulator import simulate
 
 try:
     from loom import _native
@@ -22,7 +22,7 @@ else:
 
 needs_native = pytest.mark.skipif(_native is None, reason=_NATIVE_MISSING)
 
-# 16-rank plans take longest to compile and simulate: marked slow (`-m "not slow"` leaves them out).
+# 16-rank plans take longest to compile and verify: marked slow (`-m "not slow"` leaves them out).
 CASES = [pytest.param(case, marks=pytest.mark.slow) if case[1] > 8 else case for case in cases()]
 IDS = [case_id(case) for case in cases()]
 
@@ -82,8 +82,9 @@ def test_memory_channels_within_a_node_port_channels_across(case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_postcondition_races_and_deadlocks_over_three_calls(case):
-    simulate(plan_dict(*case), calls=3)
+def test_verifies_over_three_calls(case):
+    findings = verify(plan_dict(*case), calls=3)
+    assert not findings, format_findings(findings)
 
 
 @pytest.mark.parametrize("case", [c for c in cases() if c[1] <= 8 and c[3:] == (1, False)], ids=case_id)

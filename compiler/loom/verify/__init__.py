@@ -1,0 +1,82 @@
+"""The plan verifier: runs a plan on symbolic chunks and proves it computes its collective.
+
+``verify(plan)`` executes every thread block of every rank concurrently for ``calls`` consecutive
+calls, each chunk holding the multiset of (rank, input chunk) contributions it has received, and
+returns a list of ``Finding``s (empty when the plan is correct): the collective's postcondition
+on every output chunk of every rank, races between thread blocks and ranks (vector clocks over
+signal/wait, barriers, semaphores and packets), deadlocks, out-of-range references and packet
+misuse. docs/verify.md describes the model, what it proves and what it does not.
+
+The module itself is callable: ``loom.verify(plan)`` is ``loom.verify.verify(plan)``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+
+from loom.errors import InvalidArgumentError
+from loom.verify.program import Program
+from loom.verify.report import CATEGORIES, Finding, FindingLog, VerificationError, format_findings, summary
+from loom.verify.schedule import Executor
+
+
+def verify(plan: dict, *, calls: int = 2) -> list[Finding]:
+    """The findings of running ``plan`` (a plan dict that passes the schema) for ``calls``
+    consecutive calls, in a fixed order: by category (``CATEGORIES``), rank, thread block, op.
+    Each wrong op is reported once, at the first call it is wrong in; each wrong output chunk once.
+    A deadlock ends the run, so the calls it keeps from finishing are not checked."""
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise InvalidArgumentError(f"calls must be a positive integer, got {calls!r}")
+    log = FindingLog()
+    program = Program(plan, log)
+    Executor(program, calls, log).run()
+    return log.sorted()
+
+
+def check(plan: dict, *, calls: int = 2) -> None:
+    """``verify``, raising ``VerificationError`` (a ``LoomError``) that lists the findings."""
+    findings = verify(plan, calls=calls)
+    if findings:
+        raise VerificationError(str(plan.get("name", "<plan>")), findings)
+
+
+def load_plan(path: str | os.PathLike[str]) -> dict:
+    """A plan file, JSON or (``.txt``) plan assembly, checked against the schema."""
+    if os.fspath(path).endswith(".txt"):
+        from loom.assembly import assemble_file
+
+        return assemble_file(path, check=True)
+    from loom.schema import check_schema
+    from loom.validate import read_plan_json
+
+    plan = read_plan_json(path)
+    check_schema(plan, str(path))
+    return plan
+
+
+def verify_file(path: str | os.PathLike[str], *, calls: int = 2) -> list[Finding]:
+    """``verify`` of the plan in ``path`` (see ``load_plan``); a file that does not load or fails
+    the schema raises ``PlanError``."""
+    return verify(load_plan(path), calls=calls)
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self, plan: dict, *, calls: int = 2) -> list[Finding]:
+        return verify(plan, calls=calls)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+__all__ = [
+    "CATEGORIES",
+    "Finding",
+    "VerificationError",
+    "check",
+    "format_findings",
+    "load_plan",
+    "summary",
+    "verify",
+    "verify_file",
+]

@@ -1,0 +1,306 @@
+"""The plan as the verifier runs it: every thread block's ops, pipelines unrolled, as steps whose
+chunk references are resolved to ranges of sub-chunks of one rank's buffer.
+
+Sub-chunks: every chunk is cut into ``factor`` sub-chunks, the least common multiple of the
+plan's pipeline iteration counts, so that each iteration of a pipeline works on whole sub-chunks
+(iteration ``i`` of ``k`` takes the ``i``-th of ``k`` equal pieces of every range in the body).
+In an in-place plan a reference is resolved to the one name of its chunk (``loom.ir.shapes``), so
+``input[i]`` and ``output[i]`` of an all-reduce are one location. A reference through a switch
+channel resolves to the same range on every member of the group.
+
+A reference outside what the plan declares (a chunk past the end of the buffer it lands in, an
+undeclared channel or semaphore, a barrier over missing thread blocks) is a ``bounds`` finding;
+such a step still keeps its thread block's order but moves no data and synchronises nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from loom.errors import PlanError
+from loom.ir.shapes import buffer_slots, inplace_alias
+from loom.verify.report import Finding, FindingLog, finding_at, loc_text, op_text
+
+# Data ops: (operand fields read, fields written, reduces). A field is (name, as packets).
+_PLAIN_SRC = (("src", False),)
+DATA_OPS: dict[str, tuple[tuple, tuple, bool]] = {
+    "copy": (_PLAIN_SRC, (("dst", False),), False),
+    "get": (_PLAIN_SRC, (("dst", False),), False),
+    "put": (_PLAIN_SRC, (("dsts", False),), False),
+    "put_with_signal": (_PLAIN_SRC, (("dsts", False),), False),
+    "put_with_signal_and_flush": (_PLAIN_SRC, (("dsts", False),), False),
+    "reduce": ((("srcs", False),), (("dst", False),), True),
+    "read_reduce": ((("srcs", False),), (("dst", False),), True),
+    "reduce_send": ((("srcs", False),), (("dst", False), ("dsts", False)), True),
+    "read_reduce_send": ((("srcs", False),), (("dst", False), ("dsts", False)), True),
+    "put_packet": (_PLAIN_SRC, (("dsts", True),), False),
+    "read_put_packet": ((("src", True),), (("dsts", True),), False),
+    "copy_packet": (_PLAIN_SRC, (("dst", True),), False),
+    "unpack_packet": ((("src", True),), (("dst", False),), False),
+    "reduce_packet": ((("src", False), ("srcs", True)), (("dst", False),), True),
+    "reduce_send_packet": ((("src", False), ("srcs", True)), (("dst", False), ("dsts", True)), True),
+    "reduce_copy_packet": ((("src", False), ("srcs", True)), (("dst", False), ("packet_dst", True)), True),
+    "reduce_copy_send_packet": (
+        (("src", False), ("srcs", True)),
+        (("dst", False), ("packet_dst", True), ("dsts", True)),
+        True,
+    ),
+    "multimem_reduce": (_PLAIN_SRC, (("dst", False),), True),
+    "multimem_broadcast": (_PLAIN_SRC, (("dsts", False),), False),
+}
+SYNC_OPS = ("signal", "wait", "flush", "sem_acquire", "sem_release", "barrier", "nop")
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """``count`` sub-chunks from ``start`` of ``rank``'s ``buffer`` (its in-place name)."""
+
+    rank: int
+    buffer: str
+    start: int
+    count: int
+
+
+@dataclass(eq=False, slots=True)
+class Step:
+    """One op of a thread block as it runs once: an op outside pipelines, or one iteration of a
+    pipeline body op. ``reads`` / ``writes`` are (range, as packets) in operand order."""
+
+    rank: int
+    tb: int
+    index: int  # position in the thread block's ops
+    body: int | None  # position in the pipeline's body
+    iteration: int | None
+    op: dict
+    pipeline: dict | None = None
+    reads: list[tuple[Ref, bool]] = field(default_factory=list)
+    writes: list[tuple[Ref, bool]] = field(default_factory=list)
+    reduces: bool = False
+    signals: list[int] = field(default_factory=list)  # channels
+    waits: list[int] = field(default_factory=list)
+    acquires: list[int] = field(default_factory=list)  # semaphores
+    releases: list[int] = field(default_factory=list)
+    barrier: tuple[int, frozenset[int]] | None = None
+    valid: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.op["op"]
+
+    @property
+    def block(self) -> tuple[int, int]:
+        return (self.rank, self.tb)
+
+    def text(self) -> str:
+        return op_text(self.op)
+
+    def loc(self) -> str | None:
+        return loc_text(self.op) or (loc_text(self.pipeline) if self.pipeline else None)
+
+    @property
+    def position(self) -> str:
+        """``4``, or ``4.2`` for op 2 of the body of pipeline op 4."""
+        return f"{self.index}" + (f".{self.body}" if self.body is not None else "")
+
+    def where(self) -> str:
+        return f"rank {self.rank} tb {self.tb} op {self.position}"
+
+
+class Program:
+    """Everything the executor needs from the plan, resolved once."""
+
+    def __init__(self, plan: dict, log: FindingLog) -> None:
+        self.plan = plan
+        self.log = log
+        self.n: int = plan["world_size"]
+        self.collective: str = plan["collective"]
+        self.ll = plan["protocol"] == "ll"
+        self.inplace = bool(plan["inplace"])
+        self.gpus: dict[int, dict] = _gpus(plan)
+        self.factor = math.lcm(1, *_iterations(plan))
+        self.channels = {(r, c["id"]): c for r, g in self.gpus.items() for c in g["channels"]}
+        self.paired = _pair(self.gpus)
+        self.semaphores = {
+            (r, s["id"]): s.get("initial_value", 0) for r, g in self.gpus.items() for s in g.get("semaphores", [])
+        }
+        self.shape_ok = self._check_shapes()
+        self.blocks: dict[tuple[int, int], list[Step]] = {}
+        for rank, gpu in sorted(self.gpus.items()):
+            tbs = {tb["id"] for tb in gpu["threadblocks"]}
+            for tb in gpu["threadblocks"]:
+                self.blocks[(rank, tb["id"])] = self._unroll(rank, tb, tbs)
+
+    def chunks(self, rank: int, buffer: str) -> int:
+        return self.gpus[rank].get(f"{buffer}_chunks", 0)
+
+    def alias(self, rank: int, buffer: str, position: int) -> tuple[str, int]:
+        """The one name of a sub-chunk of ``rank``'s buffer (input and output alias in place)."""
+        if not self.inplace or buffer == "scratch":
+            return buffer, position
+        f = self.factor
+        return inplace_alias(
+            self.collective, rank, self.chunks(rank, "input") * f, self.chunks(rank, "output") * f, buffer, position
+        )
+
+    # -- set-up --
+
+    def _check_shapes(self) -> bool:
+        """The buffer shapes of docs/plan-format.md; the postcondition is defined only for them."""
+        ok = True
+        first = self.gpus[min(self.gpus)]
+        for rank, gpu in sorted(self.gpus.items()):
+            k_in, k_out = gpu["input_chunks"], gpu["output_chunks"]
+            slots_in = buffer_slots(self.collective, "input", self.n)
+            slots_out = buffer_slots(self.collective, "output", self.n)
+            problem = ""
+            if (k_in, k_out) != (first["input_chunks"], first["output_chunks"]):
+                problem = f"cuts its buffers into {k_in}/{k_out} input/output chunks, rank {min(self.gpus)} into"
+                problem += f" {first['input_chunks']}/{first['output_chunks']}; all ranks must cut them alike"
+            elif k_in % slots_in or k_out % slots_out or k_in // slots_in != k_out // slots_out:
+                problem = (
+                    f"a {self.collective} plan of {self.n} ranks needs {slots_in} x k input chunks and"
+                    f" {slots_out} x k output chunks, got {k_in} and {k_out}"
+                )
+            if problem:
+                ok = False
+                self.log.add(_rank_finding(rank, problem))
+        return ok
+
+    def _unroll(self, rank: int, tb: dict, tbs: set[int]) -> list[Step]:
+        steps = []
+        for index, op in enumerate(tb["ops"]):
+            if op["op"] != "pipeline":
+                steps.append(self._step(Step(rank, tb["id"], index, None, None, op), tbs, 0, 1))
+                continue
+            iterations = op["iterations"]
+            for i in range(iterations):
+                for body, inner in enumerate(op["body"]):
+                    steps.append(self._step(Step(rank, tb["id"], index, body, i, inner, op), tbs, i, iterations))
+        return steps
+
+    def _step(self, step: Step, tbs: set[int], piece: int, pieces: int) -> Step:
+        op, name, rank = step.op, step.op["op"], step.rank
+        problem = ""
+        if name in DATA_OPS:
+            reads, writes, step.reduces = DATA_OPS[name]
+            counts = {ref.get("count", 1) for f in ("src", "srcs", "dst", "packet_dst", "dsts") for ref in _refs(op, f)}
+            if len(counts) > 1:
+                problem = f"its chunk ranges differ in length ({', '.join(map(str, sorted(counts)))} chunks)"
+            for fields, out in ((reads, step.reads), (writes, step.writes)):
+                for name_, packet in fields:
+                    for data in _refs(op, name_):
+                        resolved = self._resolve(rank, data, piece, pieces)
+                        if isinstance(resolved, str):
+                            problem = problem or resolved
+                        else:
+                            out.extend((ref, packet) for ref in resolved)
+            if name in ("put_with_signal", "put_with_signal_and_flush"):
+                step.signals = sorted({d["channel"] for d in op["dsts"]})
+        elif name in ("signal", "wait", "flush"):
+            missing = [c for c in op["channels"] if (rank, c) not in self.channels]
+            if missing:
+                problem = f"channel {missing[0]} is not declared on rank {rank}"
+            elif name != "flush":
+                setattr(step, name + "s", list(op["channels"]))
+        elif name in ("sem_acquire", "sem_release"):
+            missing = [s for s in op["semaphores"] if (rank, s) not in self.semaphores]
+            if missing:
+                problem = f"semaphore {missing[0]} is not declared on rank {rank}"
+            else:
+                setattr(step, "acquires" if name == "sem_acquire" else "releases", list(op["semaphores"]))
+        elif name == "barrier":
+            listed = set(op["threadblocks"])
+            if listed - tbs:
+                problem = f"barrier {op['barrier_id']} lists tb {min(listed - tbs)}, which rank {rank} does not have"
+            elif step.tb not in listed:
+                problem = f"barrier {op['barrier_id']} does not list its own thread block (tb {step.tb})"
+            else:
+                step.barrier = (op["barrier_id"], frozenset(listed))
+        elif name != "nop":
+            raise PlanError(f"unknown op {name!r}", f"rank {rank} tb {step.tb} op {step.index}")
+        if problem:
+            step.valid = False
+            step.reads, step.writes = [], []
+            self.log.add(finding_at(step, "bounds", problem))
+        return step
+
+    def _resolve(self, rank: int, data: dict, piece: int, pieces: int) -> list[Ref] | str:
+        """The sub-chunk ranges ``data`` names (one per switch group member), or what is wrong."""
+        buffer, index, count = data["buffer"], data["index"], data.get("count", 1)
+        owners = [rank]
+        if "channel" in data:
+            channel = self.channels.get((rank, data["channel"]))
+            if channel is None:
+                return f"channel {data['channel']} is not declared on rank {rank}"
+            if channel["type"] == "switch":
+                if channel.get("buffer") != buffer:
+                    return f"switch channel {data['channel']} is bound to {channel.get('buffer')}, not {buffer}"
+                owners = list(channel["ranks"])
+            else:
+                owners = [channel["peer"]]
+        refs = []
+        for owner in owners:
+            if owner not in self.gpus:
+                return f"channel {data['channel']} leads to rank {owner}, outside the world of {self.n} ranks"
+            size = self.chunks(owner, buffer)
+            if index < 0 or count < 1 or index + count > size:
+                from loom.assembly.disasm import format_chunk  # only to word the finding
+
+                whose = "its own" if owner == rank else f"rank {owner}'s"
+                return f"{format_chunk(data)} is outside {whose} {buffer} buffer ({size} chunks)"
+            length = count * self.factor // pieces
+            name, start = self.alias(owner, buffer, index * self.factor + piece * length)
+            refs.append(Ref(owner, name, start, length))
+        return refs
+
+
+def _refs(op: dict, name: str) -> list[dict]:
+    value = op.get(name)
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _rank_finding(rank: int, message: str) -> Finding:
+    return Finding("bounds", rank, None, None, message)
+
+
+def _iterations(plan: dict) -> list[int]:
+    return [
+        op["iterations"] for g in plan["gpus"] for tb in g["threadblocks"] for op in tb["ops"] if op["op"] == "pipeline"
+    ]
+
+
+def _gpus(plan: dict) -> dict[int, dict]:
+    """Rank id -> program; PlanError when the plan does not give every rank exactly one."""
+    gpus: dict[int, dict] = {}
+    n = plan["world_size"]
+    for position, gpu in enumerate(plan["gpus"]):
+        rank = gpu["id"]
+        if not 0 <= rank < n or rank in gpus:
+            raise PlanError(f"rank {rank} is outside the world of {n} or listed twice", f"gpus[{position}].id")
+        for kind in ("threadblocks", "channels", "semaphores"):
+            ids = [item["id"] for item in gpu.get(kind, [])]
+            if len(ids) != len(set(ids)):
+                raise PlanError(f"{kind} ids are not unique", f"gpus[{position}].{kind}")
+        gpus[rank] = gpu
+    if len(gpus) != n:
+        raise PlanError(f"no program for rank {min(set(range(n)) - set(gpus))}", "gpus")
+    return gpus
+
+
+def _pair(gpus: dict[int, dict]) -> dict[tuple[int, int], tuple[int, int]]:
+    """(rank, channel) -> (peer, channel): the i-th channel of a type from a to b pairs with the
+    i-th from b to a. Extra channels on one side stay unpaired (their waits can never pass)."""
+    ends: dict[tuple[int, int, str], list[int]] = defaultdict(list)
+    for rank, gpu in sorted(gpus.items()):
+        for channel in gpu["channels"]:
+            if channel["type"] != "switch":
+                ends[(rank, channel["peer"], channel["type"])].append(channel["id"])
+    paired = {}
+    for (rank, peer, kind), ids in ends.items():
+        for mine, theirs in zip(ids, ends.get((peer, rank, kind), []), strict=False):
+            paired[(rank, mine)] = (peer, theirs)
+    return paired

@@ -1,0 +1,132 @@
+"""The executor: every thread block of every rank runs its steps in order, concurrently, for
+several consecutive calls.
+
+A step runs once the steps before it in its thread block are done and what it depends on is
+there: the signals of a ``wait``, the tokens of a ``sem_acquire``, the other thread blocks of a
+``barrier``, the packets (of this call) a packet op polls. The executor advances every thread
+block as far as it can, round after round; the verdicts (races by vector clocks, contents by
+symbolic values) do not depend on that order. When no thread block can advance and some have
+not finished, the plan deadlocks (``deadlock.explain`` says why).
+
+Calls: a rank's call ends when all its thread blocks have finished; then the user reads its
+output (the postcondition is checked) and writes the next call's input, and its thread blocks
+start again. Ranks move from call to call independently, as they would on GPUs, so a rank that
+races ahead into the next call and overwrites a slower peer's buffers shows up as a race.
+"""
+
+from __future__ import annotations
+
+from loom.verify import dataflow, deadlock, postcondition
+from loom.verify.contents import Contents, Value
+from loom.verify.memory import Memory
+from loom.verify.program import Program, Ref, Step
+from loom.verify.races import HappensBefore, merge
+from loom.verify.report import FindingLog, finding_at
+from loom.verify.sync import Sync
+
+
+class Executor:
+    def __init__(self, program: Program, calls: int, log: FindingLog) -> None:
+        self.program = program
+        self.calls = calls
+        self.log = log
+        self.clocks = HappensBefore()
+        self.memory = Memory(program, self.clocks, log)
+        self.sync = Sync(program)
+        self.tbs: dict[int, list[int]] = {rank: [] for rank in program.gpus}
+        for rank, tb in program.blocks:
+            self.tbs[rank].append(tb)
+        self.call = dict.fromkeys(program.gpus, 0)
+        self.pc = dict.fromkeys(program.blocks, 0)
+
+    def run(self) -> None:
+        for rank in self.call:
+            self._boundary(rank, 0)
+        blocks = list(self.program.blocks.items())
+        while True:
+            progress = False
+            for block, steps in blocks:
+                call = self.call[block[0]]
+                if call >= self.calls:
+                    continue
+                pc = self.pc[block]
+                while pc < len(steps) and self._try(steps[pc], call):
+                    pc += 1
+                    progress = True
+                self.pc[block] = pc
+            for rank, call in self.call.items():
+                if call < self.calls and all(
+                    self.pc[(rank, tb)] == len(self.program.blocks[(rank, tb)]) for tb in self.tbs[rank]
+                ):
+                    self.call[rank] = call + 1
+                    self._boundary(rank, call + 1)
+                    for tb in self.tbs[rank]:
+                        self.pc[(rank, tb)] = 0
+                    progress = True
+            if all(call >= self.calls for call in self.call.values()):
+                for step, what in self.sync.leftovers(self.calls):
+                    self.log.add(finding_at(step, "race", what))
+                return
+            if not progress:
+                deadlock.explain(self)
+                return
+
+    def blocked_step(self, block: tuple[int, int]) -> Step | None:
+        """The step ``block`` is stuck at, or None when it has finished its current call."""
+        steps = self.program.blocks[block]
+        pc = self.pc[block]
+        return steps[pc] if pc < len(steps) and self.call[block[0]] < self.calls else None
+
+    def _boundary(self, rank: int, call: int) -> None:
+        """Between call ``call - 1`` and call ``call`` of ``rank``: the user reads the result and
+        writes the next input. Everything the rank's thread blocks did happens before; everything
+        they do next happens after."""
+        host = (rank, "host")
+        clock = self.clocks.snapshot(host)
+        for tb in self.tbs[rank]:
+            merge(clock, self.clocks.clock((rank, tb)))
+        self.clocks.reset(host, clock)
+        self.clocks.tick(host)
+        if call > 0:
+            postcondition.check(self, rank, call - 1)
+        if call < self.calls:
+            f = self.program.factor
+            for position in range(self.program.chunks(rank, "input") * f):
+                buffer, start = self.program.alias(rank, "input", position)
+                key = self.memory.key(Ref(rank, buffer, start, 1), 0, call)
+                value = Value(Contents.input(call, rank, position), False, call, None, None)
+                self.memory.write(host, None, key, call, value)
+        for tb in self.tbs[rank]:
+            self.clocks.reset((rank, tb), self.clocks.clock(host))
+
+    def _try(self, step: Step, call: int) -> bool:
+        """Run ``step`` if it can run now (True), or change nothing (False)."""
+        block, sync = step.block, self.sync
+        if not step.valid:
+            self.clocks.tick(block)
+            return True
+        if step.waits and not sync.can_wait(step):
+            return False
+        if step.acquires and not sync.can_acquire(step):
+            return False
+        if step.barrier is not None and not sync.arrive(step, self.clocks.clock(block)):
+            return False
+        polled = dataflow.polled_keys(step, self.memory, call) if step.reads else []
+        if polled and not dataflow.packets_ready(polled, self.memory, call):
+            return False
+        clock = self.clocks.tick(block)
+        if step.waits:
+            sync.wait(step, clock)
+        if step.acquires:
+            sync.acquire(step, clock)
+        if step.barrier is not None:
+            sync.leave(step, clock)
+        for key in polled:
+            merge(clock, self.memory.values[key].clock or {})
+        if step.reads or step.writes:
+            dataflow.run(step, call, self.memory, self.clocks, self.log)
+        if step.signals:
+            sync.signal(step, clock)
+        if step.releases:
+            sync.release(step, clock)
+        return True

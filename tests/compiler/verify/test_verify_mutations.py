@@ -1,0 +1,139 @@
+"""The verifier catches what it is for in real library plans: each test breaks a correct plan in
+one way and checks the category, the op the finding names and what its message says."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+from loom.compile import compile_algorithm
+from loom.verify import verify
+
+
+@functools.cache
+def _text(name: str, world_size: int, per_node: int | None, inplace: bool) -> str:
+    return compile_algorithm(name, world_size, per_node, inplace=inplace, verify=False)
+
+
+def _plan(name: str, world_size: int = 4, per_node: int | None = None, inplace: bool = False) -> dict:
+    return json.loads(_text(name, world_size, per_node, inplace))
+
+
+def _ops(plan: dict, rank: int, tb: int = 0) -> list[dict]:
+    gpu = next(g for g in plan["gpus"] if g["id"] == rank)
+    return next(t for t in gpu["threadblocks"] if t["id"] == tb)["ops"]
+
+
+def _only(findings, category):
+    found = [f for f in findings if f.category == category]
+    assert found, "\n".join(map(str, findings)) or "no findings"
+    return found
+
+
+@pytest.mark.parametrize("name", ["allreduce_rs_ag", "allreduce_allpairs_packet", "allgather_ring", "broadcast"])
+def test_correct_plans_have_no_findings(name):
+    assert verify(_plan(name), calls=3) == []
+
+
+def test_wrong_source_index_names_the_put_and_the_chunk():
+    plan = _plan("allgather_ring", 8, 4)
+    ops = _ops(plan, 3)
+    last_put = max(i for i, op in enumerate(ops) if op["op"].startswith("put"))
+    ops[last_put]["src"]["index"] = (ops[last_put]["src"]["index"] + 1) % 8
+    findings = verify(plan)
+    assert {f.category for f in findings} == {"postcondition"}
+    (finding,) = findings
+    assert finding.where == f"rank 3 tb 0 op {last_put}"
+    assert finding.message.startswith("rank 4 output[5] holds {r6:input[0]}; expected {r5:input[0]}")
+    assert finding.op_text.startswith("put_with_signal_and_flush output[6] -> ch1:output[5]")
+    assert finding.loc and finding.loc.startswith("loom/algorithms/allgather_ring.py:")
+
+
+def test_missing_handshake_races_with_the_previous_call():
+    plan = _plan("allgather_fullmesh")
+    for gpu in plan["gpus"]:
+        for tb in gpu["threadblocks"]:
+            tb["ops"] = [op for op in tb["ops"] if not op.get("relaxed")]
+    races = _only(verify(plan), "race")
+    assert any("the user's read of the result" in f.message for f in races)
+
+
+def test_contribution_reduced_twice():
+    plan = _plan("allreduce_rs_ag")
+    for position, op in enumerate(_ops(plan, 0)):
+        if "reduce" in op["op"]:
+            op["srcs"][2] = dict(op["srcs"][1])
+            reduce_at = position
+    found = _only(verify(plan), "postcondition")
+    assert found[0].where == f"rank 0 tb 0 op {reduce_at}"
+    assert "r1:input[0] 2 times; missing r2:input[0]" in found[0].message
+
+
+def test_wait_without_signal_deadlocks():
+    plan = _plan("sendrecv")
+    ops = _ops(plan, 1)
+    ops.insert(0, {"op": "wait", "channels": [ops[0]["channels"][0]]})
+    findings = _only(verify(plan), "deadlock")
+    assert findings[1].where == "rank 1 tb 0 op 0"
+    assert "the extra waits can never pass" in findings[1].message
+
+
+def test_packets_never_sent():
+    plan = _plan("allreduce_allpairs_packet", 2)
+    ops = _ops(plan, 0, 1)
+    ops[:] = [op for op in ops if op["op"] != "put_packet"]
+    (finding,) = _only(verify(plan), "packet")
+    assert finding.where == "rank 1 tb 1 op 1"
+    assert "no op writes packets there" in finding.message
+
+
+def test_packets_to_the_wrong_slot():
+    plan = _plan("allreduce_allpairs_packet")
+    send = next(op for op in _ops(plan, 0, 0) if op["op"] == "put_packet")
+    send["dsts"][0]["index"] += 1
+    packet = _only(verify(plan), "packet")
+    assert [f.where for f in packet] == ["rank 0 tb 1 op 0", "rank 1 tb 0 op 1"]
+    assert (
+        "writes packets at rank 1 scratch[1] (LL half 0) unordered with the write by rank 0 tb 0 op 0"
+        in packet[0].message
+    )
+    assert (
+        "polls rank 1 scratch[0] (LL half 0) for packets of call 0, but no op writes packets there" in packet[1].message
+    )
+
+
+def test_plain_read_of_packets():
+    plan = _plan("allgather_fullmesh_packet", 2)
+    for gpu in plan["gpus"]:
+        for tb in gpu["threadblocks"]:
+            for op in tb["ops"]:
+                if op["op"] == "unpack_packet":
+                    op["op"] = "copy"
+    packet = _only(verify(plan), "packet")
+    assert any(f.where == "rank 1 tb 0 op 0" and "writes packets at rank 0 scratch[0]" in f.message for f in packet)
+    assert any(f.where == "rank 1 tb 0 op 2" and "reads rank 1 scratch[0] (LL half 0)" in f.message for f in packet)
+
+
+def test_inplace_sendrecv_straight_into_the_peer_output_races():
+    """In place, sendrecv must go through scratch; writing straight into the peer's buffer races."""
+    plan = _plan("sendrecv", 3, inplace=True)
+    for gpu in plan["gpus"]:
+        for tb in gpu["threadblocks"]:
+            tb["ops"] = [op for op in tb["ops"] if op["op"] != "copy"]
+            for op in tb["ops"]:
+                for dst in op.get("dsts", []):
+                    dst["buffer"] = "output"
+    races = _only(verify(plan), "race")
+    assert any("(= output[0], in place)" in f.message for f in races)
+
+
+def test_findings_are_sorted_and_deterministic():
+    plan = _plan("allreduce_rs_ag")
+    for gpu in plan["gpus"]:
+        for tb in gpu["threadblocks"]:
+            tb["ops"] = [op for op in tb["ops"] if op["op"] != "wait"]
+    first = verify(plan)
+    assert first == verify(plan)
+    assert first == sorted(first, key=lambda f: f.sort_key())
+    assert len({f.category for f in first}) >= 2
