@@ -49,9 +49,8 @@ def _option_value(text: str) -> object:
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    import shlex
-
-    from loom.compile import compile_algorithm, compile_file, list_algorithms
+    from loom.compile import list_algorithms
+    from loom.verify import VerificationError
 
     if args.list:
         for entry in list_algorithms():
@@ -67,8 +66,22 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         options[key] = _option_value(value)
     if args.inplace:
         options["inplace"] = True
+    try:
+        text = _compile(args, options)
+    except VerificationError as error:
+        print(f"loom compile: {error}\nloom compile: --no-verify writes the plan anyway", file=sys.stderr)
+        return 1
+    _write_output(text, args.output)
+    return 0
+
+
+def _compile(args: argparse.Namespace, options: dict[str, object]) -> str:
+    import shlex
+
+    from loom.compile import compile_algorithm, compile_file
+
     if args.target.endswith(".py"):
-        text = compile_file(
+        return compile_file(
             args.target,
             world_size=args.world_size,
             ranks_per_node=args.ranks_per_node,
@@ -77,19 +90,16 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             verify=not args.no_verify,
             **options,
         )
-    else:
-        if args.world_size is None:
-            raise InvalidArgumentError("--world-size is required to compile a library algorithm")
-        text = compile_algorithm(
-            args.target,
-            args.world_size,
-            args.ranks_per_node,
-            instances=args.instances or 1,
-            verify=not args.no_verify,
-            **options,
-        )
-    _write_output(text, args.output)
-    return 0
+    if args.world_size is None:
+        raise InvalidArgumentError("--world-size is required to compile a library algorithm")
+    return compile_algorithm(
+        args.target,
+        args.world_size,
+        args.ranks_per_node,
+        instances=args.instances or 1,
+        verify=not args.no_verify,
+        **options,
+    )
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:

@@ -65,4 +65,4 @@ def _plain_read_of_packets(step: Step, memory: Memory, key: tuple, value: Value,
         f"reads {memory.describe(key)} as plain data, but it holds packets{writer}: a plain read does not wait"
         " for the packets and sees their flags; read them with unpack_packet or a *_packet op"
     )
-    log.add(finding_at(step, "packet", message, call))
+    log.add(finding_at(step, "packet", message, call), kind="plain read of packets")

@@ -35,6 +35,16 @@ class Memory:
         return self.values.get(key)
 
     def write(self, block: Block, step: Step | None, key: tuple, call: int, value: Value) -> None:
+        old = self.values.get(key)
+        if value.packet and old is not None and old.packet and old.call == call and old.writer not in (None, step):
+            if not self.accesses.history[key].reads:
+                # Whatever the interleaving, the packets just overwritten can no longer be read:
+                # their flag is this call's, so a poller takes the new ones for them.
+                message = (
+                    f"writes packets at {self.describe(key)} over packets of this call that no op has read yet,"
+                    f" written by {old.writer.where()} ({old.writer.text()}): the scratch is reused too early"
+                )
+                self.log.add(finding_at(step, "packet", message, call), kind="overwrites unread packets")
         race = self.accesses.access(block, step, key, True, value.packet)
         if race is not None:
             self._race(step, race, key, call, write=True, packet=value.packet)

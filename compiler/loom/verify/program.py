@@ -21,36 +21,8 @@ from dataclasses import dataclass, field
 
 from loom.errors import PlanError
 from loom.ir.shapes import buffer_slots, inplace_alias
+from loom.verify.effects import DATA_OPS
 from loom.verify.report import Finding, FindingLog, finding_at, loc_text, op_text
-
-# Data ops: (operand fields read, fields written, reduces). A field is (name, as packets).
-_PLAIN_SRC = (("src", False),)
-DATA_OPS: dict[str, tuple[tuple, tuple, bool]] = {
-    "copy": (_PLAIN_SRC, (("dst", False),), False),
-    "get": (_PLAIN_SRC, (("dst", False),), False),
-    "put": (_PLAIN_SRC, (("dsts", False),), False),
-    "put_with_signal": (_PLAIN_SRC, (("dsts", False),), False),
-    "put_with_signal_and_flush": (_PLAIN_SRC, (("dsts", False),), False),
-    "reduce": ((("srcs", False),), (("dst", False),), True),
-    "read_reduce": ((("srcs", False),), (("dst", False),), True),
-    "reduce_send": ((("srcs", False),), (("dst", False), ("dsts", False)), True),
-    "read_reduce_send": ((("srcs", False),), (("dst", False), ("dsts", False)), True),
-    "put_packet": (_PLAIN_SRC, (("dsts", True),), False),
-    "read_put_packet": ((("src", True),), (("dsts", True),), False),
-    "copy_packet": (_PLAIN_SRC, (("dst", True),), False),
-    "unpack_packet": ((("src", True),), (("dst", False),), False),
-    "reduce_packet": ((("src", False), ("srcs", True)), (("dst", False),), True),
-    "reduce_send_packet": ((("src", False), ("srcs", True)), (("dst", False), ("dsts", True)), True),
-    "reduce_copy_packet": ((("src", False), ("srcs", True)), (("dst", False), ("packet_dst", True)), True),
-    "reduce_copy_send_packet": (
-        (("src", False), ("srcs", True)),
-        (("dst", False), ("packet_dst", True), ("dsts", True)),
-        True,
-    ),
-    "multimem_reduce": (_PLAIN_SRC, (("dst", False),), True),
-    "multimem_broadcast": (_PLAIN_SRC, (("dsts", False),), False),
-}
-SYNC_OPS = ("signal", "wait", "flush", "sem_acquire", "sem_release", "barrier", "nop")
 
 
 @dataclass(frozen=True, slots=True)

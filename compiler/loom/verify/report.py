@@ -110,15 +110,14 @@ class FindingLog:
     seen: set = field(default_factory=set)
     items: list[Finding] = field(default_factory=list)
 
-    def add(self, finding: Finding, key: tuple | None = None) -> None:
+    def add(self, finding: Finding, kind: str = "", key: tuple | None = None) -> None:
+        """Keep ``finding`` unless one with the same key came first: by default its category, op
+        and ``kind`` (a word for what went wrong, so that one op can have two different problems)."""
         if key is None:
-            key = (finding.category, finding.rank, finding.tb, finding.op_index, finding.body_index)
+            key = (finding.category, finding.rank, finding.tb, finding.op_index, finding.body_index, kind)
         if key not in self.seen:
             self.seen.add(key)
             self.items.append(finding)
-
-    def has(self, category: str, rank: int) -> bool:
-        return any(f.category == category and f.rank == rank for f in self.items)
 
     def sorted(self) -> list[Finding]:
         return sorted(self.items, key=Finding.sort_key)

@@ -65,7 +65,7 @@ class Executor:
                     progress = True
             if all(call >= self.calls for call in self.call.values()):
                 for step, what in self.sync.leftovers(self.calls):
-                    self.log.add(finding_at(step, "race", what))
+                    self.log.add(finding_at(step, "race", what), kind="left over")
                 return
             if not progress:
                 deadlock.explain(self)

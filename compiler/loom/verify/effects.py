@@ -1,0 +1,37 @@
+"""What each data op reads and writes, as the verifier sees it (docs/plan-format.md, "Operations").
+
+Per op: the operand fields it reads, the fields it writes, and whether it reduces its sources.
+A field is ``(name, as packets)``: a packet read polls until the packets of the current call are
+there; a packet write stores data with the call's flag. ``srcs`` and ``dsts`` are lists; a
+reference through a switch channel stands for the same range on every member of its group, so
+``multimem_reduce`` reduces over the group and ``multimem_broadcast`` writes every member.
+"""
+
+from __future__ import annotations
+
+_PLAIN_SRC = (("src", False),)
+DATA_OPS: dict[str, tuple[tuple, tuple, bool]] = {
+    "copy": (_PLAIN_SRC, (("dst", False),), False),
+    "get": (_PLAIN_SRC, (("dst", False),), False),
+    "put": (_PLAIN_SRC, (("dsts", False),), False),
+    "put_with_signal": (_PLAIN_SRC, (("dsts", False),), False),
+    "put_with_signal_and_flush": (_PLAIN_SRC, (("dsts", False),), False),
+    "reduce": ((("srcs", False),), (("dst", False),), True),
+    "read_reduce": ((("srcs", False),), (("dst", False),), True),
+    "reduce_send": ((("srcs", False),), (("dst", False), ("dsts", False)), True),
+    "read_reduce_send": ((("srcs", False),), (("dst", False), ("dsts", False)), True),
+    "put_packet": (_PLAIN_SRC, (("dsts", True),), False),
+    "read_put_packet": ((("src", True),), (("dsts", True),), False),
+    "copy_packet": (_PLAIN_SRC, (("dst", True),), False),
+    "unpack_packet": ((("src", True),), (("dst", False),), False),
+    "reduce_packet": ((("src", False), ("srcs", True)), (("dst", False),), True),
+    "reduce_send_packet": ((("src", False), ("srcs", True)), (("dst", False), ("dsts", True)), True),
+    "reduce_copy_packet": ((("src", False), ("srcs", True)), (("dst", False), ("packet_dst", True)), True),
+    "reduce_copy_send_packet": (
+        (("src", False), ("srcs", True)),
+        (("dst", False), ("packet_dst", True), ("dsts", True)),
+        True,
+    ),
+    "multimem_reduce": (_PLAIN_SRC, (("dst", False),), True),
+    "multimem_broadcast": (_PLAIN_SRC, (("dsts", False),), False),
+}

@@ -1,0 +1,183 @@
+"""loom.verify's API: findings and their text, calls, bounds and shapes outside the decoder's
+reach, switch channels, and what compile does with a wrong plan."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from loom.assembly import assemble, assemble_file
+from loom.compile import compile_file
+from loom.errors import InvalidArgumentError, PlanError
+from loom.verify import Finding, VerificationError, check, format_findings, summary, verify, verify_file
+
+DATA = Path(__file__).with_name("data")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _good(name: str) -> dict:
+    return assemble_file(DATA / f"{name}.txt")
+
+
+def _ops(plan: dict, rank: int, tb: int = 0) -> list[dict]:
+    return plan["gpus"][rank]["threadblocks"][tb]["ops"]
+
+
+def test_finding_text_names_the_op_in_plan_assembly_and_its_source_line():
+    plan = _good("allreduce_2r")
+    _ops(plan, 1)[3]["srcs"][0]["index"] = 0  # reduce input[0] instead of input[1]
+    finding, forwarded = verify(plan)
+    assert finding == Finding(
+        "postcondition",
+        1,
+        0,
+        3,
+        "rank 1 output[1] holds {r0:input[1], r1:input[0]}; expected {r0:input[1], r1:input[1]}:"
+        " r1:input[0] does not belong here; missing r1:input[1]",
+        "reduce sum input[0], scratch[0] -> output[1]",
+        "allreduce_2r.py:13",
+        None,
+        0,
+    )
+    assert finding.where == "rank 1 tb 0 op 3"
+    assert forwarded.where == "rank 1 tb 0 op 4"  # the put that took the wrong sum to rank 0
+    assert forwarded.message.startswith("rank 0 output[1] holds {r0:input[1], r1:input[0]}")
+    assert forwarded.message.endswith(
+        "; the contents were computed by rank 1 tb 0 op 3 (reduce sum input[0], scratch[0] -> output[1])"
+    )
+    assert str(finding).splitlines() == [
+        f"rank 1 tb 0 op 3: postcondition: {finding.message}",
+        "    reduce sum input[0], scratch[0] -> output[1]  @ allreduce_2r.py:13",
+    ]
+
+
+def test_loom_verify_is_lazy_and_callable():
+    code = "import sys, loom; print('loom.verify' in sys.modules); print(loom.verify(json.load(open(sys.argv[1]))))"
+    path = ROOT / "examples" / "plans" / "allreduce_2r_simple.json"
+    result = subprocess.run(
+        [sys.executable, "-c", "import json; " + code, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.split() == ["False", "[]"], result.stderr
+
+
+def test_calls_must_be_positive():
+    with pytest.raises(InvalidArgumentError, match="calls must be a positive integer, got 0"):
+        verify(_good("allreduce_2r"), calls=0)
+
+
+def test_more_calls_find_cross_call_races():
+    """The example all-gather has no handshake: one call is right, the next may overwrite the
+    previous result before the user has read it."""
+    path = ROOT / "examples" / "plans" / "allgather_4r_simple.json"
+    assert verify_file(path, calls=1) == []
+    races = [f for f in verify_file(path, calls=2) if f.category == "race"]
+    assert races and all("the user's read of the result" in f.message for f in races)
+
+
+def test_check_raises_with_the_findings():
+    plan = _good("allreduce_2r")
+    del _ops(plan, 0)[2]  # the first wait
+    with pytest.raises(VerificationError) as caught:
+        check(plan)
+    assert caught.value.findings == verify(plan)
+    assert str(caught.value).startswith("plan allreduce_2r fails verification, 8 findings: 6 race, 2 postcondition\n")
+
+
+def test_format_findings_limits_per_category_and_rank():
+    findings = [Finding("race", 0, 0, i, f"m{i}") for i in range(4)] + [Finding("race", 1, 0, 0, "x")]
+    text = format_findings(findings, limit=2)
+    assert text.splitlines() == [
+        "rank 0 tb 0 op 0: race: m0",
+        "rank 0 tb 0 op 1: race: m1",
+        "rank 1 tb 0 op 0: race: x",
+        "... and 2 more race finding(s) on rank 0",
+    ]
+    assert summary(findings) == "5 findings: 5 race"
+
+
+def test_out_of_range_references_the_decoder_would_refuse():
+    plan = _good("allreduce_2r")
+    _ops(plan, 0)[0]["src"]["count"] = 2  # input[1:3]
+    _ops(plan, 1)[0]["dsts"][0]["channel"] = 7
+    bounds = [f for f in verify(plan) if f.category == "bounds"]
+    assert [(f.where, f.message) for f in bounds] == [
+        ("rank 0 tb 0 op 0", "its chunk ranges differ in length (1, 2 chunks)"),
+        ("rank 1 tb 0 op 0", "channel 7 is not declared on rank 1"),
+    ]
+
+
+def test_wrong_buffer_shape_is_reported_and_skips_the_postcondition():
+    plan = _good("allgather_3r")
+    for gpu in plan["gpus"]:
+        gpu["output_chunks"] = 4
+    findings = verify(plan)
+    assert {f.category for f in findings} == {"bounds"}
+    assert findings[0].where == "rank 0"
+    assert findings[0].message == (
+        "a allgather plan of 3 ranks needs 1 x k input chunks and 3 x k output chunks, got 1 and 4"
+    )
+
+
+def test_a_missing_rank_program_is_a_plan_error():
+    plan = _good("allreduce_2r")
+    del plan["gpus"][1]
+    with pytest.raises(PlanError, match="no program for rank 1"):
+        verify(plan)
+
+
+def test_switch_channels_reduce_over_the_group():
+    plan = _good("allreduce_2r_switch")
+    assert verify(plan, calls=3) == []
+    plan["gpus"][1]["channels"][1]["ranks"] = [1]  # the input-bound group without rank 0
+    post = [f for f in verify(plan) if f.category == "postcondition"]
+    assert post and "missing r0:input[1]" in post[0].message
+
+
+def test_unpaired_channel_waits_deadlock():
+    plan = _good("allreduce_2r")
+    plan["gpus"][1]["channels"][0]["type"] = "port"  # rank 0's memory channel pairs with nothing
+    deadlocks = [f for f in verify(plan) if f.category == "deadlock"]
+    assert deadlocks[0].where == "rank 0 tb 0 op 2"
+    assert "rank 1 declares no memory channel back that pairs with it" in deadlocks[0].message
+
+
+def test_verify_file_reads_json_and_plan_assembly(tmp_path):
+    text = (DATA / "allreduce_2r.txt").read_text()
+    assert verify_file(DATA / "allreduce_2r.txt") == []
+    (tmp_path / "p.json").write_text(json.dumps(assemble(text)))
+    assert verify_file(tmp_path / "p.json") == []
+    broken = copy.deepcopy(assemble(text))
+    del broken["gpus"][0]["threadblocks"][0]["ops"][0]["src"]
+    (tmp_path / "bad.json").write_text(json.dumps(broken))
+    with pytest.raises(PlanError):
+        verify_file(tmp_path / "bad.json")
+
+
+RACY = """
+from loom.language import *
+
+def build(world_size=2, instances=1):
+    n = world_size
+    with CollectiveProgram("racy_sendrecv", SendRecv(n, 1, False), n, instances=instances) as program:
+        for r in range(n):
+            nxt, prv = (r + 1) % n, (r - 1) % n
+            to_next, to_prev = MemoryChannel(nxt, r), MemoryChannel(prv, r)
+            to_prev.signal(tb=0, relaxed=True)
+            to_next.wait(tb=0, relaxed=True)
+            to_next.put(Rank(nxt).get_output_buffer()[0:1], Rank(r).get_input_buffer()[0:1], tb=0)
+        return program
+"""
+
+
+def test_compile_verifies_unless_told_not_to(tmp_path):
+    path = tmp_path / "racy.py"
+    path.write_text(RACY)
+    with pytest.raises(VerificationError) as caught:
+        compile_file(path, world_size=3)
+    first = caught.value.findings[0]
+    assert (first.category, first.where, first.loc) == ("race", "rank 0 tb 0 op 2", "racy.py:12")
+    assert json.loads(compile_file(path, world_size=3, verify=False))["name"] == "racy_sendrecv"
