@@ -192,7 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", help="prove plans compute their collective: postcondition, races, deadlocks, bounds, packets"
     )
     verify.add_argument("plans", nargs="+", metavar="PLAN", help="plan JSON, or plan assembly (.txt)")
-    verify.add_argument("--calls", type=int, default=2, help="consecutive calls to run (default 2)")
+    verify.add_argument(
+        "--calls",
+        type=int,
+        default=3,
+        help="consecutive calls to run (default 3, as loom compile: the third reuses ll scratch)",
+    )
     verify.add_argument("--all", action="store_true", help="show every finding (default: 5 per category and rank)")
     verify.add_argument("-q", "--quiet", action="store_true", help="print only failures")
     verify.set_defaults(run=_cmd_verify)

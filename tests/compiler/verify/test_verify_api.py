@@ -181,3 +181,35 @@ def test_compile_verifies_unless_told_not_to(tmp_path):
     first = caught.value.findings[0]
     assert (first.category, first.where, first.loc) == ("race", "rank 0 tb 0 op 2", "racy.py:12")
     assert json.loads(compile_file(path, world_size=3, verify=False))["name"] == "racy_sendrecv"
+
+
+LL_BROADCAST = """
+plan ll_broadcast_2r
+collective broadcast  protocol ll  inplace false
+world_size 2  ranks_per_node 2  threads_per_block 256
+message_bytes 0..65536  alignment_bytes 16
+root 0
+
+rank 0  chunks input 1 output 1 scratch 0
+  channel 0 memory peer 1
+  tb 0
+    put_packet input[0] -> ch0:scratch[0]
+    copy input[0] -> output[0]
+
+rank 1  chunks input 1 output 1 scratch 1
+  channel 0 memory peer 0
+  tb 0
+    unpack_packet scratch[0] -> output[0]
+"""
+
+
+def test_ll_scratch_reuse_needs_a_third_call():
+    """Nothing holds the root back: in its third call it writes the half of rank 1's double-
+    buffered scratch that rank 1 may still be reading for the first."""
+    plan = assemble(LL_BROADCAST)
+    assert verify(plan, calls=2) == []
+    (finding,) = verify(plan, calls=3)
+    assert (finding.category, finding.where, finding.call) == ("packet", "rank 0 tb 0 op 0", 2)
+    assert finding.message.startswith(
+        "writes packets at rank 1 scratch[0] (LL half 0) unordered with a read by rank 1 tb 0 op 0"
+    )
