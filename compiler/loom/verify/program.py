@@ -131,8 +131,9 @@ class Program:
                 problem = f"cuts its buffers into {k_in}/{k_out} input/output chunks, rank {min(self.gpus)} into"
                 problem += f" {first['input_chunks']}/{first['output_chunks']}; all ranks must cut them alike"
             elif k_in % slots_in or k_out % slots_out or k_in // slots_in != k_out // slots_out:
+                article = "an" if self.collective[0] in "aeiou" else "a"
                 problem = (
-                    f"a {self.collective} plan of {self.n} ranks needs {slots_in} x k input chunks and"
+                    f"{article} {self.collective} plan of {self.n} ranks needs {slots_in} x k input chunks and"
                     f" {slots_out} x k output chunks, got {k_in} and {k_out}"
                 )
             if problem:
@@ -174,14 +175,18 @@ class Program:
             missing = [c for c in op["channels"] if (rank, c) not in self.channels]
             if missing:
                 problem = f"channel {missing[0]} is not declared on rank {rank}"
-            elif name != "flush":
-                setattr(step, name + "s", list(op["channels"]))
+            elif name == "signal":
+                step.signals = list(op["channels"])
+            elif name == "wait":
+                step.waits = list(op["channels"])
         elif name in ("sem_acquire", "sem_release"):
             missing = [s for s in op["semaphores"] if (rank, s) not in self.semaphores]
             if missing:
                 problem = f"semaphore {missing[0]} is not declared on rank {rank}"
+            elif name == "sem_acquire":
+                step.acquires = list(op["semaphores"])
             else:
-                setattr(step, "acquires" if name == "sem_acquire" else "releases", list(op["semaphores"]))
+                step.releases = list(op["semaphores"])
         elif name == "barrier":
             listed = set(op["threadblocks"])
             if listed - tbs:

@@ -118,7 +118,7 @@ def test_wrong_buffer_shape_is_reported_and_skips_the_postcondition():
     assert {f.category for f in findings} == {"bounds"}
     assert findings[0].where == "rank 0"
     assert findings[0].message == (
-        "a allgather plan of 3 ranks needs 1 x k input chunks and 3 x k output chunks, got 1 and 4"
+        "an allgather plan of 3 ranks needs 1 x k input chunks and 3 x k output chunks, got 1 and 4"
     )
 
 
