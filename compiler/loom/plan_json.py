@@ -90,6 +90,11 @@ def _chunk(ref: Any) -> Any:
     return out
 
 
+def normalise_op(op: Any) -> Any:
+    """One op in normal form: known keys in order, defaults dropped (as canonical_plan_text writes it)."""
+    return _op(op)
+
+
 def _op(op: Any) -> Any:
     if not isinstance(op, dict):
         return op

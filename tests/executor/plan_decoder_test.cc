@@ -169,16 +169,20 @@ TEST(PlanDecoderTest, AllGatherExampleDecodesEveryRank) {
     EXPECT_EQ(peers, expectedPeers);
 
     const std::vector<Op>& ops = gpu.threadblocks.at(0).ops;
-    ASSERT_EQ(ops.size(), 4u);
-    EXPECT_EQ(ops[0].type, OpType::kCopy);
-    expectChunk(*ops[0].dst, BufferType::kOutput, rank, 1, kLocalChunk);
-    EXPECT_EQ(ops[1].type, OpType::kPut);
-    ASSERT_EQ(ops[1].dsts.size(), 3u);
-    for (uint32_t i = 0; i < 3; ++i) expectChunk(ops[1].dsts[i], BufferType::kOutput, rank, 1, i);
-    EXPECT_EQ(ops[2].type, OpType::kSignal);
-    EXPECT_EQ(ops[2].channels, (std::vector<uint32_t>{0, 1, 2}));
-    EXPECT_EQ(ops[3].type, OpType::kWait);
-    EXPECT_EQ(ops[3].channels, (std::vector<uint32_t>{0, 1, 2}));
+    ASSERT_EQ(ops.size(), 6u);
+    EXPECT_EQ(ops[0].type, OpType::kSignal);  // the handshake: peers finished the previous call
+    EXPECT_TRUE(ops[0].relaxed);
+    EXPECT_EQ(ops[1].type, OpType::kWait);
+    EXPECT_TRUE(ops[1].relaxed);
+    EXPECT_EQ(ops[2].type, OpType::kCopy);
+    expectChunk(*ops[2].dst, BufferType::kOutput, rank, 1, kLocalChunk);
+    EXPECT_EQ(ops[3].type, OpType::kPut);
+    ASSERT_EQ(ops[3].dsts.size(), 3u);
+    for (uint32_t i = 0; i < 3; ++i) expectChunk(ops[3].dsts[i], BufferType::kOutput, rank, 1, i);
+    EXPECT_EQ(ops[4].type, OpType::kSignal);
+    EXPECT_EQ(ops[4].channels, (std::vector<uint32_t>{0, 1, 2}));
+    EXPECT_EQ(ops[5].type, OpType::kWait);
+    EXPECT_EQ(ops[5].channels, (std::vector<uint32_t>{0, 1, 2}));
   }
 }
 

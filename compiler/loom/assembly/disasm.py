@@ -123,6 +123,13 @@ def _id_list_op(data: dict, path: str) -> str:
     return text + _loc(op)
 
 
+def format_op(op: dict) -> str:
+    """One op as the first line plan assembly writes for it (a pipeline: its header line)."""
+    from loom.plan_json import normalise_op
+
+    return _op_lines(normalise_op(op), "", "op")[0]
+
+
 def _op_lines(data: dict, indent: str, path: str) -> list[str]:
     if "op" not in data:
         raise PlanError("missing required field", f"{path}.op")

@@ -68,14 +68,13 @@ class Finding:
 def op_text(op: dict) -> str:
     """``op`` as one line of plan assembly (as ``loom disasm`` writes it), without its ``loc``."""
     # The assembly package (and lark with it) loads only when there is something to report.
-    from loom.assembly.disasm import _op_lines
+    from loom.assembly.disasm import format_op
     from loom.errors import PlanError
-    from loom.plan_json import _op as normalise_op
     from loom.plan_json import compact_json
 
     bare = {key: value for key, value in op.items() if key != "loc"}
     try:
-        return _op_lines(normalise_op(bare), "", "op")[0]
+        return format_op(bare)
     except (PlanError, KeyError, TypeError, ValueError):
         return compact_json(bare)  # an op plan assembly cannot write: show its JSON
 

@@ -70,9 +70,9 @@ def test_calls_must_be_positive():
 
 
 def test_more_calls_find_cross_call_races():
-    """The example all-gather has no handshake: one call is right, the next may overwrite the
-    previous result before the user has read it."""
-    path = ROOT / "examples" / "plans" / "allgather_4r_simple.json"
+    """An all-gather without a handshake (the example plan before it got one): one call is right,
+    the next may overwrite the previous result before the user has read it."""
+    path = ROOT / "tests" / "compiler" / "verify" / "data" / "allgather_4r_no_handshake.json"
     assert verify_file(path, calls=1) == []
     races = [f for f in verify_file(path, calls=2) if f.category == "race"]
     assert races and all("the user's read of the result" in f.message for f in races)

@@ -42,7 +42,7 @@ def test_findings_exit_1_with_rank_tb_op_and_the_op_text():
 
 
 def test_calls_option():
-    path = ROOT / "examples" / "plans" / "allgather_4r_simple.json"
+    path = ROOT / "tests" / "compiler" / "verify" / "data" / "allgather_4r_no_handshake.json"
     assert _loom("verify", "--calls", "1", str(path)).returncode == 0
     assert "3 calls" in _loom("verify", str(GOOD / "allreduce_2r.txt")).stdout
     result = _loom("verify", str(path))
