@@ -1,0 +1,66 @@
+#pragma once
+
+// The bootstrap: how the ranks of a job find each other and exchange the small amounts of
+// metadata (addresses, memory handles) that setting up channels needs, over TCP, before any GPU
+// transport exists.
+//
+// Rank 0 is the root: it listens at the UniqueId's address, every other rank connects to it and
+// presents the id's secret, and the root sends every rank the table of listening addresses. After
+// that ranks talk directly. Every step has a timeout; a step that times out names the ranks that
+// did not arrive or did not answer.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loom/unique_id.hpp"
+
+namespace loom {
+
+// The timeout of every bootstrap step when none is given: LOOM_BOOTSTRAP_TIMEOUT_MS, else 30 s.
+int64_t defaultBootstrapTimeoutMs();
+constexpr int64_t kDefaultBootstrapTimeoutMs = 30000;
+constexpr int kMaxBootstrapWorldSize = 1 << 16;
+constexpr uint64_t kMaxBootstrapMessageBytes = uint64_t{1} << 30;
+
+class Bootstrap {
+ public:
+  using Bytes = std::vector<uint8_t>;
+
+  // Joins the job: returns once every rank has joined (or throws: InvalidArgument for a bad rank,
+  // world size or timeout; Timeout naming the missing ranks; Transport when refused).
+  Bootstrap(int rank, int worldSize, const UniqueId& id, std::optional<int64_t> timeoutMs = std::nullopt);
+  // Rank, world size, root address and secret from the launcher's environment (torchrun,
+  // loom.launch, Open MPI, Slurm); see launch_environment.hpp and docs/runtime.md.
+  static Bootstrap fromEnvironment(std::optional<int64_t> timeoutMs = std::nullopt);
+
+  ~Bootstrap();
+  Bootstrap(Bootstrap&&) noexcept;
+  Bootstrap& operator=(Bootstrap&&) noexcept;
+
+  int rank() const;
+  int worldSize() const;
+  int64_t timeoutMs() const;
+  std::string peerAddress(int rank) const;  // where that rank accepts bootstrap connections
+
+  // Collectives: every rank calls them in the same order. The result of allGather holds each
+  // rank's bytes at its index; sizes may differ between ranks. After a collective fails the
+  // object is unusable (the ranks no longer agree on where they are) and further calls throw.
+  std::vector<Bytes> allGather(std::span<const uint8_t> mine);
+  void barrier();
+
+  // Point to point: messages between one pair with one tag arrive in order; a recv takes the
+  // oldest message from `peer` with `tag`, whatever other messages arrived first. send returns
+  // once the bytes are with the operating system.
+  void send(int peer, uint64_t tag, std::span<const uint8_t> bytes);
+  Bytes recv(int peer, uint64_t tag);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom
