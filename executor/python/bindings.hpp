@@ -4,7 +4,8 @@
 
 namespace loom::python {
 
-void bindRuntime(pybind11::module_& module);  // errors, ibverbs status
-void bindPlan(pybind11::module_& module);     // loom.Plan
+void bindRuntime(pybind11::module_& module);    // errors, ibverbs status
+void bindPlan(pybind11::module_& module);       // loom.Plan
+void bindBootstrap(pybind11::module_& module);  // UniqueId, Bootstrap, launch_environment()
 
 }  // namespace loom::python

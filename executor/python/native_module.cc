@@ -9,4 +9,5 @@ PYBIND11_MODULE(_native, module) {
   module.doc() = "Loom native runtime and executor";
   loom::python::bindRuntime(module);
   loom::python::bindPlan(module);
+  loom::python::bindBootstrap(module);
 }
