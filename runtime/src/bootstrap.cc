@@ -20,6 +20,9 @@ namespace {
 constexpr int64_t kMaxTimeoutMs = 24ll * 3600 * 1000;
 // Telling the other ranks that a step failed is best effort and must not hold the error up long.
 constexpr int64_t kAbortTimeoutMs = 1000;
+// A rank sends its hello right after it connects; a connection silent for this long is a stranger
+// and gives its descriptor back.
+constexpr int64_t kHelloTimeoutMs = 10000;
 static_assert(kMaxBootstrapMessageBytes == wire::kMaxPayloadBytes);
 
 std::string rankList(const std::vector<int>& ranks) {
@@ -125,6 +128,9 @@ struct Bootstrap::Impl {
   Message waitFor(wire::Kind kind, int peer, uint64_t tag, const Deadline& deadline, bool collective,
                   const std::string& step, const std::function<std::string()>& onTimeout);
   void flush(const std::vector<int>& peers, const Deadline& deadline, const std::string& step);
+  // Messenger::post, with the step in front of any error.
+  void post(int peer, wire::Kind kind, uint64_t tag, uint32_t aux, std::span<const uint8_t> payload,
+            const Deadline& deadline, const std::string& step);
   // Tells `ranks` that the step failed, so that they fail now with this diagnosis instead of later
   // with their own timeout or a closed connection. An abort this rank received is passed on as it
   // came; otherwise the error is sent without its step prefix (receivers put their own in front).
@@ -211,11 +217,7 @@ void Bootstrap::send(int peer, uint64_t tag, std::span<const uint8_t> bytes) {
     return;
   }
   Deadline deadline(impl.timeoutMs);
-  try {
-    impl.messenger->post(peer, wire::Kind::kData, tag, 0, bytes, deadline);
-  } catch (const Error& error) {
-    throw Error(error.category(), step + ": " + error.what());
-  }
+  impl.post(peer, wire::Kind::kData, tag, 0, bytes, deadline, step);
   impl.flush({peer}, deadline, step);
 }
 
@@ -256,7 +258,8 @@ void Bootstrap::Impl::rendezvousAsRoot() {
     throw Error(error.category(), step + ": " + error.what() +
                                       " (is another job using this port? give another address or a new UniqueId)");
   }
-  messenger = std::make_unique<Messenger>(rank, worldSize, id.secret(), std::move(listener), rootAddress, timeoutMs);
+  messenger = std::make_unique<Messenger>(rank, worldSize, id.secret(), std::move(listener), rootAddress,
+                                          std::min(timeoutMs, kHelloTimeoutMs));
 
   // Ranks only ever become connected, so a cursor over them finds the first missing one cheaply.
   int cursor = 1;
@@ -286,7 +289,7 @@ void Bootstrap::Impl::rendezvousAsRoot() {
     table.insert(table.end(), packed.begin(), packed.end());
   }
   try {
-    for (int r : others) messenger->post(r, wire::Kind::kTable, 0, 0, table, deadline);
+    for (int r : others) post(r, wire::Kind::kTable, 0, 0, table, deadline, step + ": sending the rank table");
     flush(others, deadline, step + ": sending the rank table");
   } catch (const Error& error) {
     abortPeers(error, step, others);
@@ -307,7 +310,8 @@ void Bootstrap::Impl::rendezvousAsMember() {
   // Listen on the interface that reaches the root: the one other hosts most likely reach us on.
   net::Socket listener = net::Socket::listen(toRoot.localAddress().withPort(0));
   net::SocketAddress listenAddress = listener.localAddress();
-  messenger = std::make_unique<Messenger>(rank, worldSize, id.secret(), std::move(listener), listenAddress, timeoutMs);
+  messenger = std::make_unique<Messenger>(rank, worldSize, id.secret(), std::move(listener), listenAddress,
+                                          std::min(timeoutMs, kHelloTimeoutMs));
   messenger->setPeerAddress(0, rootAddress);
   messenger->attachOutgoing(0, std::move(toRoot));
   Message table = waitFor(wire::Kind::kTable, 0, 0, deadline, true, step, [&] {
@@ -366,12 +370,7 @@ void Bootstrap::Impl::ringAllGather(std::vector<Bytes>& blocks, uint64_t sequenc
   for (int s = 0; s < worldSize - 1; ++s) {
     const int sendOrigin = (rank - s + worldSize) % worldSize;
     const int receiveOrigin = (rank - s - 1 + 2 * worldSize) % worldSize;
-    try {
-      messenger->post(next, wire::Kind::kAllGather, sequence, static_cast<uint32_t>(sendOrigin), blocks[sendOrigin],
-                      deadline);
-    } catch (const Error& error) {
-      throw Error(error.category(), step + ": " + error.what());
-    }
+    post(next, wire::Kind::kAllGather, sequence, static_cast<uint32_t>(sendOrigin), blocks[sendOrigin], deadline, step);
     // Blocks of the ranks just before this one arrive first, so the first block that fails to
     // arrive is that of the nearest rank before this one that has not called allGather.
     Message message = waitFor(wire::Kind::kAllGather, previous, sequence, deadline, true, step, [&] {
@@ -403,11 +402,7 @@ void Bootstrap::Impl::barrier() {
     barrierAsRoot(sequence, deadline, step);
     return;
   }
-  try {
-    messenger->post(0, wire::Kind::kBarrier, sequence, 0, {}, deadline);
-  } catch (const Error& error) {
-    throw Error(error.category(), step + ": " + error.what());
-  }
+  post(0, wire::Kind::kBarrier, sequence, 0, {}, deadline, step);
   waitFor(wire::Kind::kBarrier, 0, sequence, deadline, true, step, [&] {
     return "the root (rank 0) did not release it " + within() +
            "; it does once every rank has arrived, so a rank that has not reached the barrier holds it up";
@@ -443,8 +438,13 @@ void Bootstrap::Impl::barrierAsRoot(uint64_t sequence, const Deadline& deadline,
   std::vector<int> others;
   for (int r = 1; r < worldSize; ++r) {
     messenger->take(wire::Kind::kBarrier, r, sequence);
-    messenger->post(r, wire::Kind::kBarrier, sequence, 0, {}, deadline);
     others.push_back(r);
+  }
+  try {
+    for (int r : others) post(r, wire::Kind::kBarrier, sequence, 0, {}, deadline, step);
+  } catch (const Error& error) {
+    abortPeers(error, step, others);
+    throw;
   }
   flush(others, deadline, step);
 }
@@ -464,6 +464,15 @@ Message Bootstrap::Impl::waitFor(wire::Kind kind, int peer, uint64_t tag, const 
     throw Error(ErrorCategory::kTransport, step + ": " + *failure);
   }
   throw Error(ErrorCategory::kTimeout, step + ": " + onTimeout());
+}
+
+void Bootstrap::Impl::post(int peer, wire::Kind kind, uint64_t tag, uint32_t aux, std::span<const uint8_t> payload,
+                           const Deadline& deadline, const std::string& step) {
+  try {
+    messenger->post(peer, kind, tag, aux, payload, deadline);
+  } catch (const Error& error) {
+    throw Error(error.category(), step + ": " + error.what());
+  }
 }
 
 void Bootstrap::Impl::flush(const std::vector<int>& peers, const Deadline& deadline, const std::string& step) {

@@ -11,8 +11,9 @@
 namespace loom {
 namespace {
 
-// Connections that have not said hello yet: enough for every rank of a large job arriving at once
-// behind a slow root, few enough that a flood of strangers cannot exhaust descriptors.
+// Connections that have not said hello yet. Beyond this many, further connections wait in the
+// kernel's backlog until hellos come in, so a flood of strangers cannot exhaust descriptors and a
+// burst of legitimate ranks is slowed down, not refused.
 constexpr size_t kMaxUnidentified = 256;
 // A refusal is at most a line of text.
 constexpr uint64_t kMaxRefusalBytes = 4096;
@@ -175,7 +176,7 @@ bool Messenger::progress(const Deadline& deadline, const std::function<bool()>& 
 
 void Messenger::pollOnce(int timeoutMs) {
   pollFds_.clear();
-  pollFds_.push_back(pollfd{listener_.fd(), POLLIN, 0});
+  pollFds_.push_back(pollfd{unidentified_ < kMaxUnidentified ? listener_.fd() : -1, POLLIN, 0});
   const size_t inboundCount = inbound_.size();
   for (const auto& connection : inbound_) pollFds_.push_back(pollfd{connection->socket.fd(), POLLIN, 0});
   const std::vector<int> outgoing = outgoing_;
@@ -207,17 +208,14 @@ void Messenger::pollOnce(int timeoutMs) {
 }
 
 void Messenger::acceptPending() {
-  while (true) {
+  while (unidentified_ < kMaxUnidentified) {
     net::SocketAddress remote;
     net::Socket socket = listener_.accept(&remote);
     if (!socket.valid()) return;
-    auto connection = std::make_unique<Inbound>(std::move(socket), remote, helloTimeoutMs_);
-    size_t unidentified = std::count_if(inbound_.begin(), inbound_.end(), [](const auto& c) { return c->rank < 0; });
-    if (unidentified >= kMaxUnidentified) {
-      refuse(*connection, "too many connections that have not identified themselves");
-      continue;
-    }
-    inbound_.push_back(std::move(connection));
+    inbound_.push_back(std::make_unique<Inbound>(std::move(socket), remote, helloTimeoutMs_));
+    ++unidentified_;
+    // A rank sends its hello right after connecting: it is usually there already.
+    readInbound(*inbound_.back());
   }
 }
 
@@ -310,12 +308,14 @@ void Messenger::authenticate(Inbound& connection, const wire::Header& header, co
                               peers_[peer].inRemote.toString() + ")");
   }
   connection.rank = peer;
+  --unidentified_;
   peers_[peer].in = InState::kOpen;
   peers_[peer].inRemote = connection.remote;
   peers_[peer].announced = hello.listenAddress;
 }
 
 void Messenger::refuse(Inbound& connection, const std::string& reason) {
+  --unidentified_;
   logWarning("bootstrap rank " + std::to_string(rank_) + ": refused a connection from " + connection.remote.toString() +
              ": " + reason);
   // Tell a Loom peer why, so that it fails at once with the reason instead of timing out; a

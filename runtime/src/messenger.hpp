@@ -135,6 +135,7 @@ class Messenger {
   std::vector<Peer> peers_;
   std::vector<int> outgoing_;  // peers with an open outgoing socket
   std::vector<std::unique_ptr<Inbound>> inbound_;
+  size_t unidentified_ = 0;  // inbound connections still waiting for their hello
   std::map<MailKey, std::deque<Message>> mailbox_;
   std::optional<Abort> abort_;
   std::vector<uint8_t> staging_;

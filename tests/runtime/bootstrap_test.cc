@@ -263,11 +263,14 @@ TEST(BootstrapTest, GarbageAndOversizedMessagesAreRefusedWhileTheJobCompletes) {
   constexpr int kWorld = 3;
   UniqueId id = UniqueId::create("127.0.0.1");
   ::testing::internal::CaptureStderr();
-  // Before any rank runs: an HTTP request, and a header with the right magic but a 1 TiB length.
+  // Before any rank runs: an HTTP request, a header with the right magic but a 1 TiB length, and a
+  // connection that says nothing at all.
   int http = connectTo(id);
   int huge = connectTo(id);
+  int silent = connectTo(id);
   ASSERT_GE(http, 0);
   ASSERT_GE(huge, 0);
+  ASSERT_GE(silent, 0);
   std::string request = "GET / HTTP/1.1\r\nHost: loom\r\n\r\n";
   ASSERT_EQ(::write(http, request.data(), request.size()), static_cast<ssize_t>(request.size()));
   uint8_t header[32] = {'L', 'O', 'O', 'M', 1, 0, 1, 0};  // magic, version 1, kind hello
@@ -281,6 +284,7 @@ TEST(BootstrapTest, GarbageAndOversizedMessagesAreRefusedWhileTheJobCompletes) {
   std::string log = ::testing::internal::GetCapturedStderr();
   ::close(http);
   ::close(huge);
+  ::close(silent);
   expectAllOk(outcomes);
   EXPECT_TRUE(contains(log, "not a Loom bootstrap message (magic 0x20544547)")) << log;
   EXPECT_TRUE(contains(log, "message of 1099511627776 bytes is over the limit of 44 bytes")) << log;
