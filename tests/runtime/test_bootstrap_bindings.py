@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -173,3 +174,28 @@ def test_launch_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOOM_BOOTSTRAP_SECRET", "nothex")
     with pytest.raises(loom.InvalidArgumentError, match="LOOM_BOOTSTRAP_SECRET"):
         _native.launch_environment()
+
+
+def test_from_environment_without_secret_derives_one_and_warns_once(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as probe:  # a free port for Loom, so MASTER_PORT is the one below it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for name in ("LOOM_BOOTSTRAP_ADDR", "LOOM_BOOTSTRAP_SECRET", "LOOM_LAUNCHER", "LOOM_BOOTSTRAP_LISTEN_FD"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("LOOM_BOOTSTRAP_REQUIRE_SECRET", raising=False)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port - 1))
+    for _ in range(2):
+        with _native.Bootstrap.from_environment(timeout_ms=2000) as bootstrap:
+            assert bootstrap.all_gather(b"solo") == [b"solo"]
+            assert bootstrap.peer_address(0) == f"127.0.0.1:{port}"
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "LOOM_BOOTSTRAP_SECRET is not set" in line]
+    assert len(warnings) == 1
+    assert "derived from the torchrun job's identity" in warnings[0]
+    monkeypatch.setenv("LOOM_BOOTSTRAP_REQUIRE_SECRET", "1")
+    with pytest.raises(loom.InvalidArgumentError, match="LOOM_BOOTSTRAP_REQUIRE_SECRET is on"):
+        _native.Bootstrap.from_environment()
