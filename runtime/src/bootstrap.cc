@@ -23,7 +23,14 @@ constexpr int64_t kAbortTimeoutMs = 1000;
 // A rank sends its hello right after it connects; a connection silent for this long is a stranger
 // and gives its descriptor back.
 constexpr int64_t kHelloTimeoutMs = 10000;
+// How long a rank whose step timed out waits for the root to say who is missing. The root answers
+// at once if it is inside a bootstrap call; if it is not, that is the answer.
+constexpr int64_t kStatusGraceMs = 500;
+// Status request tags: 0 asks about the rendezvous, n about barrier n.
+constexpr uint64_t kRendezvousStatus = 0;
 static_assert(kMaxBootstrapMessageBytes == wire::kMaxPayloadBytes);
+
+std::string hasOrHave(const std::vector<int>& ranks) { return ranks.size() == 1 ? " has" : " have"; }
 
 std::string rankList(const std::vector<int>& ranks) {
   constexpr size_t kShown = 16;
@@ -105,7 +112,9 @@ struct Bootstrap::Impl {
   uint64_t allGatherCount = 0;
   uint64_t barrierCount = 0;
   std::optional<Error> broken;  // the failure that left the collectives out of step
-  std::mutex mutex;             // one call at a time per object (Python threads may share one)
+  bool inRendezvous = false;    // root: what status requests are about
+  uint64_t barrierInProgress = 0;
+  std::mutex mutex;  // one call at a time per object (Python threads may share one)
 
   Impl(int rank, int worldSize, const UniqueId& id, int64_t timeoutMs)
       : rank(rank),
@@ -125,8 +134,13 @@ struct Bootstrap::Impl {
   void barrier();
   void barrierAsRoot(uint64_t sequence, const Deadline& deadline, const std::string& step);
 
+  // Waits for a message. On timeout, a step that the root oversees (askRoot) asks the root who is
+  // missing and hands its answer, if any, to onTimeout.
   Message waitFor(wire::Kind kind, int peer, uint64_t tag, const Deadline& deadline, bool collective,
-                  const std::string& step, const std::function<std::string()>& onTimeout);
+                  const std::string& step,
+                  const std::function<std::string(const std::optional<std::string>&)>& onTimeout,
+                  std::optional<uint64_t> askRoot = std::nullopt);
+  std::string status(uint64_t tag) const;  // the root's answer to a status request
   void flush(const std::vector<int>& peers, const Deadline& deadline, const std::string& step);
   // Messenger::post, with the step in front of any error.
   void post(int peer, wire::Kind kind, uint64_t tag, uint32_t aux, std::span<const uint8_t> payload,
@@ -235,7 +249,7 @@ Bootstrap::Bytes Bootstrap::recv(int peer, uint64_t tag) {
                 step + ": this rank sent itself nothing with that tag, so the call would wait forever");
   }
   Deadline deadline(impl.timeoutMs);
-  Message message = impl.waitFor(wire::Kind::kData, peer, tag, deadline, false, step, [&] {
+  Message message = impl.waitFor(wire::Kind::kData, peer, tag, deadline, false, step, [&](const auto&) {
     std::string text = "rank " + std::to_string(peer) + " sent nothing with this tag " + impl.within();
     std::vector<uint64_t> tags = impl.messenger->waitingTags(wire::Kind::kData, peer);
     if (!tags.empty()) {
@@ -260,6 +274,8 @@ void Bootstrap::Impl::rendezvousAsRoot() {
   }
   messenger = std::make_unique<Messenger>(rank, worldSize, id.secret(), std::move(listener), rootAddress,
                                           std::min(timeoutMs, kHelloTimeoutMs));
+  messenger->setStatusProvider([this](uint64_t tag) { return status(tag); });
+  inRendezvous = true;
 
   // Ranks only ever become connected, so a cursor over them finds the first missing one cheaply.
   int cursor = 1;
@@ -280,6 +296,7 @@ void Bootstrap::Impl::rendezvousAsRoot() {
     abortPeers(error, step, joined);
     throw error;
   }
+  inRendezvous = false;
   std::vector<uint8_t> table;
   table.reserve(static_cast<size_t>(worldSize) * net::SocketAddress::kPackedBytes);
   for (int r = 0; r < worldSize; ++r) {
@@ -314,10 +331,15 @@ void Bootstrap::Impl::rendezvousAsMember() {
                                           std::min(timeoutMs, kHelloTimeoutMs));
   messenger->setPeerAddress(0, rootAddress);
   messenger->attachOutgoing(0, std::move(toRoot));
-  Message table = waitFor(wire::Kind::kTable, 0, 0, deadline, true, step, [&] {
-    return root + " at " + rootAddress.toString() + " did not send the rank table " + within() + "; it does once all " +
-           std::to_string(worldSize) + " ranks have connected, so a rank that has not started holds it up";
-  });
+  Message table = waitFor(
+      wire::Kind::kTable, 0, 0, deadline, true, step,
+      [&](const std::optional<std::string>& rootSays) {
+        std::string text = root + " at " + rootAddress.toString() + " did not send the rank table " + within();
+        if (rootSays) return text + "; the root says " + *rootSays;
+        return text + "; it does once all " + std::to_string(worldSize) +
+               " ranks have connected, so a rank that has not started holds it up";
+      },
+      kRendezvousStatus);
   applyTable(table, step);
 }
 
@@ -373,7 +395,7 @@ void Bootstrap::Impl::ringAllGather(std::vector<Bytes>& blocks, uint64_t sequenc
     post(next, wire::Kind::kAllGather, sequence, static_cast<uint32_t>(sendOrigin), blocks[sendOrigin], deadline, step);
     // Blocks of the ranks just before this one arrive first, so the first block that fails to
     // arrive is that of the nearest rank before this one that has not called allGather.
-    Message message = waitFor(wire::Kind::kAllGather, previous, sequence, deadline, true, step, [&] {
+    Message message = waitFor(wire::Kind::kAllGather, previous, sequence, deadline, true, step, [&](const auto&) {
       std::string text = "the block of rank " + std::to_string(receiveOrigin);
       if (receiveOrigin != previous) text += " (forwarded by rank " + std::to_string(previous) + ")";
       text +=
@@ -403,13 +425,22 @@ void Bootstrap::Impl::barrier() {
     return;
   }
   post(0, wire::Kind::kBarrier, sequence, 0, {}, deadline, step);
-  waitFor(wire::Kind::kBarrier, 0, sequence, deadline, true, step, [&] {
-    return "the root (rank 0) did not release it " + within() +
-           "; it does once every rank has arrived, so a rank that has not reached the barrier holds it up";
-  });
+  waitFor(
+      wire::Kind::kBarrier, 0, sequence, deadline, true, step,
+      [&](const std::optional<std::string>& rootSays) {
+        std::string text = "the root (rank 0) did not release it " + within();
+        if (rootSays) return text + "; the root says " + *rootSays;
+        return text + "; it does once every rank has arrived, so a rank that has not reached the barrier holds it up";
+      },
+      sequence);
 }
 
 void Bootstrap::Impl::barrierAsRoot(uint64_t sequence, const Deadline& deadline, const std::string& step) {
+  barrierInProgress = sequence;
+  struct Done {
+    uint64_t& flag;
+    ~Done() { flag = 0; }
+  } done{barrierInProgress};
   int cursor = 1;
   auto settled = [&] {
     while (cursor < worldSize && messenger->has(wire::Kind::kBarrier, cursor, sequence)) ++cursor;
@@ -450,11 +481,18 @@ void Bootstrap::Impl::barrierAsRoot(uint64_t sequence, const Deadline& deadline,
 }
 
 Message Bootstrap::Impl::waitFor(wire::Kind kind, int peer, uint64_t tag, const Deadline& deadline, bool collective,
-                                 const std::string& step, const std::function<std::string()>& onTimeout) {
+                                 const std::string& step,
+                                 const std::function<std::string(const std::optional<std::string>&)>& onTimeout,
+                                 std::optional<uint64_t> askRoot) {
   auto aborted = [&] { return collective && messenger->abortReceived().has_value(); };
-  messenger->progress(deadline, [&] {
+  auto settled = [&] {
     return messenger->has(kind, peer, tag) || aborted() || messenger->peerFailure(peer).has_value();
-  });
+  };
+  bool done = messenger->progress(deadline, settled);
+  if (!done && askRoot && messenger->requestStatus(0, *askRoot)) {
+    // The root knows who is missing; the message may also still come while it answers.
+    messenger->progress(Deadline(kStatusGraceMs), [&] { return settled() || messenger->hasStatus(*askRoot); });
+  }
   if (std::optional<Message> message = messenger->take(kind, peer, tag)) return std::move(*message);
   if (aborted()) {
     const Abort& abort = *messenger->abortReceived();
@@ -463,7 +501,28 @@ Message Bootstrap::Impl::waitFor(wire::Kind kind, int peer, uint64_t tag, const 
   if (std::optional<std::string> failure = messenger->peerFailure(peer)) {
     throw Error(ErrorCategory::kTransport, step + ": " + *failure);
   }
-  throw Error(ErrorCategory::kTimeout, step + ": " + onTimeout());
+  std::optional<std::string> rootSays = askRoot ? messenger->takeStatus(*askRoot) : std::nullopt;
+  throw Error(ErrorCategory::kTimeout, step + ": " + onTimeout(rootSays));
+}
+
+std::string Bootstrap::Impl::status(uint64_t tag) const {
+  std::vector<int> missing;
+  if (tag == kRendezvousStatus) {
+    if (!inRendezvous) return "the rendezvous is over";
+    for (int r = 1; r < worldSize; ++r) {
+      if (!messenger->connectedFrom(r)) missing.push_back(r);
+    }
+    return rankList(missing) + hasOrHave(missing) + " not arrived (" + std::to_string(worldSize - missing.size()) +
+           " of " + std::to_string(worldSize) + " ranks joined)";
+  }
+  if (tag != barrierInProgress) {
+    return tag > barrierCount ? "it has not reached barrier #" + std::to_string(tag) + " itself"
+                              : "it has released barrier #" + std::to_string(tag);
+  }
+  for (int r = 1; r < worldSize; ++r) {
+    if (!messenger->has(wire::Kind::kBarrier, r, tag)) missing.push_back(r);
+  }
+  return rankList(missing) + hasOrHave(missing) + " not arrived";
 }
 
 void Bootstrap::Impl::post(int peer, wire::Kind kind, uint64_t tag, uint32_t aux, std::span<const uint8_t> payload,

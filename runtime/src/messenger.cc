@@ -15,8 +15,8 @@ namespace {
 // kernel's backlog until hellos come in, so a flood of strangers cannot exhaust descriptors and a
 // burst of legitimate ranks is slowed down, not refused.
 constexpr size_t kMaxUnidentified = 256;
-// A refusal is at most a line of text.
-constexpr uint64_t kMaxRefusalBytes = 4096;
+// A refusal or a status answer is at most a line of text.
+constexpr uint64_t kMaxAnswerBytes = 4096;
 // How long the loop sleeps at most before it looks at deadlines again.
 constexpr int kPollSliceMs = 100;
 constexpr size_t kStagingBytes = 64 * 1024;
@@ -270,8 +270,12 @@ void Messenger::dispatch(Inbound& connection, const wire::Header& header, std::v
     throw wire::ProtocolError("message claims to come from rank " + std::to_string(header.source));
   }
   switch (header.kind) {
+    case wire::Kind::kStatusRequest:
+      answerStatus(connection, header.tag);
+      return;
     case wire::Kind::kHello:
     case wire::Kind::kRefused:
+    case wire::Kind::kStatus:
       throw wire::ProtocolError("unexpected message kind " + std::to_string(static_cast<int>(header.kind)));
     case wire::Kind::kAbort: {
       ErrorCategory category = header.aux <= static_cast<uint32_t>(ErrorCategory::kSystem)
@@ -314,25 +318,56 @@ void Messenger::authenticate(Inbound& connection, const wire::Header& header, co
   peers_[peer].announced = hello.listenAddress;
 }
 
+bool Messenger::requestStatus(int peer, uint64_t tag) {
+  Outbound& out = peers_[peer].out;
+  if (!out.socket.valid()) return false;
+  wire::Header header;
+  header.kind = wire::Kind::kStatusRequest;
+  header.source = static_cast<uint32_t>(rank_);
+  header.tag = tag;
+  queueFrame(peer, header, {});
+  writeOutbound(peer);
+  return true;
+}
+
+std::optional<std::string> Messenger::takeStatus(uint64_t tag) {
+  auto found = statuses_.find(tag);
+  if (found == statuses_.end()) return std::nullopt;
+  std::string status = std::move(found->second);
+  statuses_.erase(found);
+  return status;
+}
+
+void Messenger::answerStatus(Inbound& connection, uint64_t tag) {
+  if (!statusProvider_) return;
+  sendBack(connection, wire::Kind::kStatus, tag, statusProvider_(tag));
+}
+
+void Messenger::sendBack(Inbound& connection, wire::Kind kind, uint64_t tag, const std::string& text) {
+  // Short answers on a connection that otherwise carries nothing this way: they fit in the socket
+  // buffer, so a non-blocking write goes through whole (or the answer is dropped).
+  wire::Header header;
+  header.kind = kind;
+  header.source = static_cast<uint32_t>(rank_);
+  header.tag = tag;
+  header.length = text.size();
+  std::vector<uint8_t> frame(wire::kHeaderBytes + text.size());
+  wire::HeaderBytes bytes = wire::encodeHeader(header);
+  std::copy(bytes.begin(), bytes.end(), frame.begin());
+  std::copy(text.begin(), text.end(), frame.begin() + wire::kHeaderBytes);
+  try {
+    connection.socket.writeSome(frame.data(), frame.size(), connection.remote.toString());
+  } catch (const Error&) {
+  }
+}
+
 void Messenger::refuse(Inbound& connection, const std::string& reason) {
   --unidentified_;
   logWarning("bootstrap rank " + std::to_string(rank_) + ": refused a connection from " + connection.remote.toString() +
              ": " + reason);
-  // Tell a Loom peer why, so that it fails at once with the reason instead of timing out; a
-  // refusal fits in the socket buffer, so a non-blocking write either goes through or is dropped.
-  wire::Header header;
-  header.kind = wire::Kind::kRefused;
-  header.source = static_cast<uint32_t>(rank_);
-  header.length = reason.size();
-  std::vector<uint8_t> frame(wire::kHeaderBytes + reason.size());
-  wire::HeaderBytes bytes = wire::encodeHeader(header);
-  std::copy(bytes.begin(), bytes.end(), frame.begin());
-  std::copy(reason.begin(), reason.end(), frame.begin() + wire::kHeaderBytes);
-  try {
-    connection.socket.writeSome(frame.data(), frame.size(), connection.remote.toString());
-    ::shutdown(connection.socket.fd(), SHUT_WR);
-  } catch (const Error&) {
-  }
+  // Tell a Loom peer why, so that it fails at once with the reason instead of timing out.
+  sendBack(connection, wire::Kind::kRefused, 0, reason);
+  ::shutdown(connection.socket.fd(), SHUT_WR);
   connection.socket.reset();
   connection.done = true;
 }
@@ -378,9 +413,13 @@ void Messenger::readOutbound(int peer) {
   try {
     size_t offset = 0;
     while (offset < *got) {
-      offset += out.reader.consume(staging_.data() + offset, *got - offset, kMaxRefusalBytes);
+      offset += out.reader.consume(staging_.data() + offset, *got - offset, kMaxAnswerBytes);
       if (!out.reader.ready()) continue;
       auto [header, payload] = out.reader.take();
+      if (header.kind == wire::Kind::kStatus) {
+        statuses_[header.tag] = std::string(payload.begin(), payload.end());
+        continue;
+      }
       if (header.kind != wire::Kind::kRefused) throw wire::ProtocolError("it sent a message on the wrong connection");
       closeOutbound(peer, "refused this rank: " + std::string(payload.begin(), payload.end()));
       return;

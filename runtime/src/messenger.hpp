@@ -82,6 +82,14 @@ class Messenger {
   std::optional<std::string> peerFailure(int peer) const;
   // Why the connection to `peer` cannot take more data, if it cannot.
   std::optional<std::string> sendFailure(int peer) const;
+  // Status requests (kStatusRequest) are answered with provider(tag); a rank without a provider does
+  // not answer. The reply goes back on the connection the request came in on.
+  void setStatusProvider(std::function<std::string(uint64_t tag)> provider) { statusProvider_ = std::move(provider); }
+  // Asks `peer` over the open connection to it; false when there is none.
+  bool requestStatus(int peer, uint64_t tag);
+  bool hasStatus(uint64_t tag) const { return statuses_.count(tag) != 0; }
+  std::optional<std::string> takeStatus(uint64_t tag);
+
   // The first abort another rank sent: the step failed elsewhere.
   const std::optional<Abort>& abortReceived() const { return abort_; }
 
@@ -91,7 +99,7 @@ class Messenger {
     net::Socket socket;
     std::vector<uint8_t> buffer;  // framed bytes not yet written
     size_t offset = 0;
-    wire::FrameReader reader;  // the only thing that may come back: a refusal
+    wire::FrameReader reader;  // what may come back: a refusal, answers to status requests
     bool closed = false;
     Deadline::Clock::time_point closedAt;
     std::string failure;
@@ -120,6 +128,8 @@ class Messenger {
   void dispatch(Inbound& connection, const wire::Header& header, std::vector<uint8_t> payload);
   void authenticate(Inbound& connection, const wire::Header& header, const std::vector<uint8_t>& payload);
   void refuse(Inbound& connection, const std::string& reason);
+  void answerStatus(Inbound& connection, uint64_t tag);
+  void sendBack(Inbound& connection, wire::Kind kind, uint64_t tag, const std::string& text);
   void dropAuthenticated(Inbound& connection, const std::string& reason);
   void writeOutbound(int peer);
   void readOutbound(int peer);
@@ -138,6 +148,8 @@ class Messenger {
   size_t unidentified_ = 0;  // inbound connections still waiting for their hello
   std::map<MailKey, std::deque<Message>> mailbox_;
   std::optional<Abort> abort_;
+  std::function<std::string(uint64_t)> statusProvider_;
+  std::map<uint64_t, std::string> statuses_;
   std::vector<uint8_t> staging_;
   std::vector<pollfd> pollFds_;
 };

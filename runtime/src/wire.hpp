@@ -45,8 +45,12 @@ enum class Kind : uint16_t {
   kAllGather,  // one ring step; aux = the rank whose block this is
   kBarrier,    // arrive (rank -> root) and release (root -> rank)
   kAbort,      // a collective step failed; aux = ErrorCategory, tag = the rank that found out, payload = why
+  // A rank whose step timed out asks the root who is missing (tag: 0 the rendezvous, n barrier n);
+  // the root answers back on the same connection.
+  kStatusRequest,
+  kStatus,
 };
-constexpr uint16_t kLastKind = static_cast<uint16_t>(Kind::kAbort);
+constexpr uint16_t kLastKind = static_cast<uint16_t>(Kind::kStatus);
 
 struct Header {
   Kind kind = Kind::kHello;

@@ -196,6 +196,23 @@ TEST(BootstrapTest, RankThatNeverArrivesIsNamedWithinTheTimeout) {
   }
 }
 
+TEST(BootstrapTest, RanksThatTimeOutBeforeTheRootAskItWhoIsMissing) {
+  constexpr int kWorld = 4;
+  UniqueId id = UniqueId::create("127.0.0.1");
+  Clock::time_point start = Clock::now();
+  // Ranks 1 and 3 start first, so their clocks run out before the root's: they ask the root.
+  auto outcomes = runRanks(kWorld, id, 1000, {0, 1, 3}, [](Bootstrap&) {}, {400, 0, 0});
+  EXPECT_LT(msSince(start), 1000 + 400 + 1500);
+  EXPECT_TRUE(contains(outcomes[0].message, "rank 2 did not arrive within 1000 ms")) << outcomes[0].message;
+  for (int r : {1, 3}) {
+    ASSERT_EQ(outcomes[r].category, ErrorCategory::kTimeout) << outcomes[r].message;
+    EXPECT_TRUE(contains(outcomes[r].message,
+                         "did not send the rank table within 1000 ms; the root says rank 2 has "
+                         "not arrived (3 of 4 ranks joined)"))
+        << outcomes[r].message;
+  }
+}
+
 TEST(BootstrapTest, RootThatNeverArrivesIsNamed) {
   // A port with nothing listening: bind one, note it, close it.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -347,6 +364,48 @@ TEST(BootstrapTest, BarrierTimeoutNamesTheMissingRankOnEveryRank) {
     EXPECT_TRUE(contains(outcomes[r].message, "rank 2 did not arrive within 1000 ms (reported by rank 0)"))
         << outcomes[r].message;
   }
+}
+
+TEST(BootstrapTest, BarrierTimeoutBeforeTheRootsAsksTheRoot) {
+  constexpr int kWorld = 3;
+  UniqueId id = UniqueId::create("127.0.0.1");
+  std::atomic<int> finished{0};
+  auto outcomes = runRanks(kWorld, id, 800, allRanks(kWorld), [&](Bootstrap& bootstrap) {
+    if (bootstrap.rank() == 2) {
+      while (finished.load() < kWorld - 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    // The root enters last: rank 1 times out first and asks it.
+    if (bootstrap.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    try {
+      bootstrap.barrier();
+    } catch (...) {
+      ++finished;
+      throw;
+    }
+  });
+  EXPECT_TRUE(contains(outcomes[0].message, "barrier #1 on rank 0 of 3: rank 2 did not arrive within 800 ms"))
+      << outcomes[0].message;
+  EXPECT_TRUE(contains(outcomes[1].message,
+                       "barrier #1 on rank 1 of 3: the root (rank 0) did not release it within 800 ms; the root says "
+                       "rank 2 has not arrived"))
+      << outcomes[1].message;
+}
+
+TEST(BootstrapTest, BarrierTimeoutWhileTheRootIsElsewhere) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  std::atomic<bool> done{false};
+  auto outcomes = runRanks(2, id, 300, allRanks(2), [&](Bootstrap& bootstrap) {
+    if (bootstrap.rank() == 0) {
+      // Busy in its own code, not in a bootstrap call: nobody answers rank 1's question.
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    expectError([&] { bootstrap.barrier(); }, ErrorCategory::kTimeout,
+                {"the root (rank 0) did not release it within 300 ms; it does once every rank has arrived"});
+    done = true;
+  });
+  expectAllOk(outcomes);
 }
 
 TEST(BootstrapTest, CollectivesRefuseAfterAFailure) {
