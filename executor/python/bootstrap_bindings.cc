@@ -55,6 +55,13 @@ class PyBootstrap {
   std::shared_ptr<Bootstrap> bootstrap_;
 };
 
+// Lets Ctrl-C through while a call waits with the GIL released: the event loop calls this about
+// every 100 ms, and a pending KeyboardInterrupt (or any signal handler's exception) ends the wait.
+void checkPythonSignals() {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 py::dict environmentDict(const LaunchEnvironment& env) {
   py::dict out;
   out["launcher"] = env.launcher;
@@ -118,11 +125,11 @@ void bindBootstrap(py::module_& module) {
 
   py::class_<PyBootstrap>(module, "Bootstrap",
                           "The ranks of a job finding each other over TCP: all_gather, barrier, send/recv of bytes. "
-                          "Every blocking call releases the GIL and times out after timeout_ms with "
-                          "loom.LoomTimeoutError naming the ranks that did not answer.")
+                          "Every blocking call releases the GIL, can be interrupted with Ctrl-C, and times out after "
+                          "timeout_ms with loom.LoomTimeoutError naming the ranks that did not answer.")
       .def(py::init([](int rank, int worldSize, const UniqueId& id, std::optional<int64_t> timeoutMs) {
              py::gil_scoped_release release;
-             return std::make_unique<PyBootstrap>(Bootstrap(rank, worldSize, id, timeoutMs));
+             return std::make_unique<PyBootstrap>(Bootstrap(rank, worldSize, id, timeoutMs, checkPythonSignals));
            }),
            py::arg("rank"), py::arg("world_size"), py::arg("unique_id"), py::arg("timeout_ms") = py::none(),
            "Join the job; returns once every rank has joined. timeout_ms defaults to LOOM_BOOTSTRAP_TIMEOUT_MS, "
@@ -131,7 +138,7 @@ void bindBootstrap(py::module_& module) {
           "from_environment",
           [](std::optional<int64_t> timeoutMs) {
             py::gil_scoped_release release;
-            return std::make_unique<PyBootstrap>(Bootstrap::fromEnvironment(timeoutMs));
+            return std::make_unique<PyBootstrap>(Bootstrap::fromEnvironment(timeoutMs, checkPythonSignals));
           },
           py::arg("timeout_ms") = py::none(),
           "Join with the rank, world size, address and secret that the launcher set (loom.launch, torchrun, Open "

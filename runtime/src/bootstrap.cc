@@ -7,9 +7,7 @@
 #include "deadline.hpp"
 #include "environment.hpp"
 #include "listener_registry.hpp"
-#include "log.hpp"
 #include "loom/error.hpp"
-#include "loom/launch_environment.hpp"
 #include "messenger.hpp"
 #include "socket.hpp"
 #include "wire.hpp"
@@ -67,33 +65,6 @@ net::Socket rootListener(const net::SocketAddress& address) {
   }
 }
 
-// A launcher's listening socket is inherited once per process; only the first rank-0 Bootstrap
-// takes it, later ones bind the port themselves.
-void adoptInheritedListener(int fd, const UniqueId& id) {
-  static std::mutex mutex;
-  static bool adopted = false;
-  std::lock_guard lock(mutex);
-  if (adopted) return;
-  adopted = true;
-  net::Socket socket = net::Socket::adoptListener(fd, "LOOM_BOOTSTRAP_LISTEN_FD");
-  if (socket.localAddress().port() != id.port()) {
-    throw Error(ErrorCategory::kInvalidArgument,
-                "LOOM_BOOTSTRAP_LISTEN_FD: descriptor " + std::to_string(fd) + " listens on port " +
-                    std::to_string(socket.localAddress().port()) + ", the bootstrap address is " + id.address());
-  }
-  parkListener(*net::SocketAddress::unpack(id.packedAddress().data()), std::move(socket));
-}
-
-void noteDerivedSecret(const LaunchEnvironment& env) {
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    logWarning("LOOM_BOOTSTRAP_SECRET is not set; the bootstrap secret is derived from the " + env.launcher +
-               " job's identity and the root address, which keeps jobs apart but does not authenticate ranks. Set "
-               "LOOM_BOOTSTRAP_SECRET to the same 32 hex digits on every rank (LOOM_BOOTSTRAP_REQUIRE_SECRET=1 "
-               "insists on it).");
-  });
-}
-
 }  // namespace
 
 int64_t defaultBootstrapTimeoutMs() {
@@ -114,6 +85,7 @@ struct Bootstrap::Impl {
   std::optional<Error> broken;  // the failure that left the collectives out of step
   bool inRendezvous = false;    // root: what status requests are about
   uint64_t barrierInProgress = 0;
+  InterruptCheck interruptCheck;
   std::mutex mutex;  // one call at a time per object (Python threads may share one)
 
   Impl(int rank, int worldSize, const UniqueId& id, int64_t timeoutMs)
@@ -164,11 +136,15 @@ struct Bootstrap::Impl {
     } catch (const Error& error) {
       if (error.category() != ErrorCategory::kInvalidArgument) broken = error;
       throw;
+    } catch (...) {
+      broken = Error(ErrorCategory::kSystem, "a collective was interrupted");
+      throw;
     }
   }
 };
 
-Bootstrap::Bootstrap(int rank, int worldSize, const UniqueId& id, std::optional<int64_t> timeoutMs) {
+Bootstrap::Bootstrap(int rank, int worldSize, const UniqueId& id, std::optional<int64_t> timeoutMs,
+                     InterruptCheck interruptCheck) {
   if (worldSize < 1 || worldSize > kMaxBootstrapWorldSize) {
     throw Error(ErrorCategory::kInvalidArgument, "bootstrap: world size " + std::to_string(worldSize) +
                                                      " is not in 1.." + std::to_string(kMaxBootstrapWorldSize));
@@ -179,20 +155,12 @@ Bootstrap::Bootstrap(int rank, int worldSize, const UniqueId& id, std::optional<
                                                      std::to_string(worldSize) + ")");
   }
   impl_ = std::make_unique<Impl>(rank, worldSize, id, checkedTimeout(timeoutMs));
+  impl_->interruptCheck = std::move(interruptCheck);
   if (rank == 0) {
     impl_->rendezvousAsRoot();
   } else {
     impl_->rendezvousAsMember();
   }
-}
-
-Bootstrap Bootstrap::fromEnvironment(std::optional<int64_t> timeoutMs) {
-  LaunchEnvironment env = detectLaunchEnvironment();
-  if (env.rank == 0) {
-    if (env.listenFd) adoptInheritedListener(*env.listenFd, env.uniqueId);
-    if (!env.secretFromEnvironment) noteDerivedSecret(env);
-  }
-  return Bootstrap(env.rank, env.worldSize, env.uniqueId, timeoutMs);
 }
 
 Bootstrap::~Bootstrap() = default;
@@ -274,6 +242,7 @@ void Bootstrap::Impl::rendezvousAsRoot() {
   }
   messenger = std::make_unique<Messenger>(rank, worldSize, id.secret(), std::move(listener), rootAddress,
                                           std::min(timeoutMs, kHelloTimeoutMs));
+  messenger->setInterruptCheck(interruptCheck);
   messenger->setStatusProvider([this](uint64_t tag) { return status(tag); });
   inRendezvous = true;
 
@@ -320,7 +289,7 @@ void Bootstrap::Impl::rendezvousAsMember() {
   const std::string root = "the root (rank 0)";
   net::Socket toRoot;
   try {
-    toRoot = net::Socket::connect(rootAddress, deadline, true, root);
+    toRoot = net::Socket::connect(rootAddress, deadline, true, root, interruptCheck);
   } catch (const Error& error) {
     throw Error(error.category(), step + ": " + error.what());
   }
@@ -329,6 +298,7 @@ void Bootstrap::Impl::rendezvousAsMember() {
   net::SocketAddress listenAddress = listener.localAddress();
   messenger = std::make_unique<Messenger>(rank, worldSize, id.secret(), std::move(listener), listenAddress,
                                           std::min(timeoutMs, kHelloTimeoutMs));
+  messenger->setInterruptCheck(interruptCheck);
   messenger->setPeerAddress(0, rootAddress);
   messenger->attachOutgoing(0, std::move(toRoot));
   Message table = waitFor(

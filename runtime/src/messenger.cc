@@ -167,10 +167,16 @@ std::optional<std::string> Messenger::sendFailure(int peer) const {
 }
 
 bool Messenger::progress(const Deadline& deadline, const std::function<bool()>& done) {
+  // The check may be costly (the Python one takes the GIL), so it runs by the clock, not per wake-up.
+  auto nextCheck = Deadline::Clock::now() + std::chrono::milliseconds(kPollSliceMs);
   while (true) {
     if (done()) return true;
     if (deadline.expired()) return false;
     pollOnce(std::min(deadline.remainingMs(), kPollSliceMs));
+    if (interruptCheck_ && Deadline::Clock::now() >= nextCheck) {
+      interruptCheck_();
+      nextCheck = Deadline::Clock::now() + std::chrono::milliseconds(kPollSliceMs);
+    }
   }
 }
 

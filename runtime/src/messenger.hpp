@@ -71,6 +71,8 @@ class Messenger {
   bool flushed(int peer) const;
   bool allFlushed() const;
 
+  // The interrupt check runs about every 100 ms while progress() waits, and may throw.
+  void setInterruptCheck(std::function<void()> check) { interruptCheck_ = std::move(check); }
   // Runs the event loop until done() returns true (true) or the deadline passes (false).
   bool progress(const Deadline& deadline, const std::function<bool()>& done);
 
@@ -149,6 +151,7 @@ class Messenger {
   std::map<MailKey, std::deque<Message>> mailbox_;
   std::optional<Abort> abort_;
   std::function<std::string(uint64_t)> statusProvider_;
+  std::function<void()> interruptCheck_;
   std::map<uint64_t, std::string> statuses_;
   std::vector<uint8_t> staging_;
   std::vector<pollfd> pollFds_;

@@ -233,7 +233,7 @@ Socket Socket::adoptListener(int fd, const std::string& what) {
 }
 
 Socket Socket::connect(const SocketAddress& address, const Deadline& deadline, bool retryRefused,
-                       const std::string& peer) {
+                       const std::string& peer, const std::function<void()>& betweenAttempts) {
   int lastError = 0;
   auto backoff = std::chrono::milliseconds(5);
   while (true) {
@@ -260,6 +260,7 @@ Socket Socket::connect(const SocketAddress& address, const Deadline& deadline, b
     std::this_thread::sleep_for(
         std::min<std::chrono::milliseconds>(backoff, std::chrono::milliseconds(std::max(1, deadline.remainingMs()))));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+    if (betweenAttempts) betweenAttempts();
     if (deadline.expired()) break;
   }
   throw Error(ErrorCategory::kTimeout, peer + " at " + address.toString() + " could not be reached within " +

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -68,9 +69,10 @@ class Socket {
   // Takes over an inherited descriptor after checking that it is a listening TCP socket.
   static Socket adoptListener(int fd, const std::string& what);
   // Connects before `deadline`. With retryRefused, a refused connection is tried again (the
-  // listener may not be up yet) until the deadline; the timeout Error names `peer` and the last error.
+  // listener may not be up yet) until the deadline, calling `betweenAttempts` (which may throw)
+  // between tries; the timeout Error names `peer` and the last error.
   static Socket connect(const SocketAddress& address, const Deadline& deadline, bool retryRefused,
-                        const std::string& peer);
+                        const std::string& peer, const std::function<void()>& betweenAttempts = {});
 
   // One pending connection, or an invalid socket when there is none.
   Socket accept(SocketAddress* remote) const;

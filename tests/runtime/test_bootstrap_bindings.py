@@ -3,8 +3,10 @@ in every blocking call), error classes, and launch_environment()."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import random
+import signal
 import socket
 import threading
 import time
@@ -199,3 +201,33 @@ def test_from_environment_without_secret_derives_one_and_warns_once(
     monkeypatch.setenv("LOOM_BOOTSTRAP_REQUIRE_SECRET", "1")
     with pytest.raises(loom.InvalidArgumentError, match="LOOM_BOOTSTRAP_REQUIRE_SECRET is on"):
         _native.Bootstrap.from_environment()
+
+
+def test_ctrl_c_interrupts_a_waiting_call() -> None:
+    uid = _native.UniqueId.create("127.0.0.1")
+    release = threading.Event()
+
+    def idle_peer() -> None:
+        with _native.Bootstrap(1, 2, uid, timeout_ms=20000):
+            release.wait(30)
+
+    peer = threading.Thread(target=idle_peer)
+    peer.start()
+    try:
+        with _native.Bootstrap(0, 2, uid, timeout_ms=20000) as bootstrap:
+            timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+            timer.start()
+            start = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                bootstrap.recv(1, 0)  # rank 1 never sends
+            assert time.monotonic() - start < 3
+            # An interrupted collective leaves the object unusable for collectives.
+            timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                bootstrap.barrier()
+            with pytest.raises(loom.LoomSystemError, match="unusable after an earlier failure: a collective was"):
+                bootstrap.barrier()
+    finally:
+        release.set()
+        peer.join(30)

@@ -10,6 +10,7 @@
 // did not arrive or did not answer.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -29,13 +30,18 @@ constexpr uint64_t kMaxBootstrapMessageBytes = uint64_t{1} << 30;
 class Bootstrap {
  public:
   using Bytes = std::vector<uint8_t>;
+  // Called about every 100 ms while a call waits; it may throw to abandon the wait (the Python
+  // binding raises KeyboardInterrupt there when the user presses Ctrl-C). A collective abandoned
+  // this way leaves the object unusable for further collectives.
+  using InterruptCheck = std::function<void()>;
 
   // Joins the job: returns once every rank has joined (or throws: InvalidArgument for a bad rank,
   // world size or timeout; Timeout naming the missing ranks; Transport when refused).
-  Bootstrap(int rank, int worldSize, const UniqueId& id, std::optional<int64_t> timeoutMs = std::nullopt);
+  Bootstrap(int rank, int worldSize, const UniqueId& id, std::optional<int64_t> timeoutMs = std::nullopt,
+            InterruptCheck interruptCheck = {});
   // Rank, world size, root address and secret from the launcher's environment (torchrun,
   // loom.launch, Open MPI, Slurm); see launch_environment.hpp and docs/runtime.md.
-  static Bootstrap fromEnvironment(std::optional<int64_t> timeoutMs = std::nullopt);
+  static Bootstrap fromEnvironment(std::optional<int64_t> timeoutMs = std::nullopt, InterruptCheck interruptCheck = {});
 
   ~Bootstrap();
   Bootstrap(Bootstrap&&) noexcept;
