@@ -184,7 +184,7 @@ def _guarded(file: Path, body):
     except SystemExit as error:
         raise InvalidArgumentError(
             f"{file} exited (status {error.code}) while compiling; if it parses command-line arguments,"
-            " pass them with argv=[...] (loom compile FILE.py --argv \"...\")"
+            ' pass them with argv=[...] (loom compile FILE.py --argv "...")'
         ) from None
     except Exception as error:
         raise DSLError(f"{type(error).__name__}: {error}", _user_line(file, error)) from error
