@@ -1,0 +1,62 @@
+#pragma once
+
+// A communicator is one rank's view of a job: who the ranks are and which host each runs on
+// (learned from each host's identity at creation), the memory this rank registers, and the
+// connections it opens to peers. Channels (memory_channel.hpp, port_channel.hpp) are built from
+// what it provides.
+//
+// Every rank of the job creates one with the same bootstrap; setup calls that involve a peer
+// (sendMemory/recvMemory, connect) must be matched on that peer with the same tag.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "loom/bootstrap.hpp"
+#include "loom/connection.hpp"
+#include "loom/registered_memory.hpp"
+#include "loom/transport.hpp"
+
+namespace loom {
+
+class Communicator {
+ public:
+  // Collective: every rank calls it. Learns the host of every rank through the bootstrap.
+  explicit Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConfig = IbConfig::fromEnvironment());
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  Bootstrap& bootstrap() const;
+  std::shared_ptr<Bootstrap> sharedBootstrap() const;
+  int rank() const;
+  int worldSize() const;
+  int node(int rank) const;      // index of the rank's host, in order of first appearance
+  int nodeCount() const;
+  int localRank() const;         // index of this rank among the ranks of its host
+  int localWorldSize() const;    // ranks on this rank's host
+  bool sameNode(int peer) const;
+  // The CUDA device this rank uses: the current device when the communicator was created, -1 in a
+  // build without CUDA or on a host without GPUs.
+  int cudaDevice() const;
+
+  // Registers [data, data + bytes) for the given transports. Host or device memory is told apart
+  // by asking CUDA. CUDA IPC needs device memory from cudaMalloc or from cuMem with a POSIX
+  // file-descriptor handle type (GpuBuffer makes either).
+  RegisteredMemory registerMemory(void* data, uint64_t bytes, TransportFlags transports);
+  // Sends a registration to `peer`; the peer calls recvMemory with the same tag. On the same host a
+  // cuMem allocation's file descriptor goes along over a Unix socket.
+  void sendMemory(const RegisteredMemory& memory, int peer, uint64_t tag);
+  RegisteredMemory recvMemory(int peer, uint64_t tag);
+
+  // Opens a connection to `peer`; the peer must call connect with this rank, the same transport and
+  // the same tag. Cuda IPC needs both ranks on one host.
+  std::shared_ptr<Connection> connect(int peer, Transport transport, uint64_t tag);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom

@@ -1,0 +1,52 @@
+#pragma once
+
+// A one-way data path from this rank to one peer over one transport, driven by the host (the proxy
+// thread of a port channel, or a test). Memory channels do not use it: their GPU threads load and
+// store peer memory directly.
+//
+// Operations are asynchronous and complete in the order they were posted: when the value of a
+// writeValue() becomes visible at the peer, every write() posted before it is visible too. That is
+// what makes a semaphore update after a put safe. flush() waits until everything posted is done.
+
+#include <cstdint>
+
+#include "loom/registered_memory.hpp"
+#include "loom/transport.hpp"
+
+namespace loom {
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  virtual Transport transport() const = 0;
+  int localRank() const { return localRank_; }
+  int remoteRank() const { return remoteRank_; }
+
+  // Copies `bytes` from src + srcOffset (this rank's memory) to dst + dstOffset (the peer's).
+  // Ranges are checked against both registrations; an InvalidArgument error names the side.
+  virtual void write(const RegisteredMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
+                     uint64_t bytes) = 0;
+  // Stores the 64-bit `value` at dst + dstOffset (8-byte aligned) after every earlier write of this
+  // connection is visible there. The caller is the only writer of that word through any connection
+  // (a semaphore's outbound count), so transports may implement it as an add of the difference.
+  virtual void writeValue(const RegisteredMemory& dst, uint64_t dstOffset, uint64_t value) = 0;
+  // Waits until every operation posted so far is complete at the peer; a Timeout error after
+  // `timeoutMs` names the peer, the transport and what is still outstanding.
+  virtual void flush(int64_t timeoutMs) = 0;
+
+ protected:
+  Connection(int localRank, int remoteRank) : localRank_(localRank), remoteRank_(remoteRank) {}
+  // Shared range checks for implementations.
+  void checkWrite(const RegisteredMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
+                  uint64_t bytes) const;
+  void checkValue(const RegisteredMemory& dst, uint64_t dstOffset) const;
+
+ private:
+  int localRank_;
+  int remoteRank_;
+};
+
+}  // namespace loom

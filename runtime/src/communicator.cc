@@ -1,0 +1,220 @@
+#include "loom/communicator.hpp"
+
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "byte_io.hpp"
+#include "connection_factory.hpp"
+#include "deadline.hpp"
+#include "fd_passing.hpp"
+#include "gpu.hpp"
+#include "host_identity.hpp"
+#include "loom/error.hpp"
+#include "memory_table.hpp"
+#include "registered_memory.hpp"
+#include "setup_tags.hpp"
+
+namespace loom {
+
+struct Communicator::Impl {
+  std::shared_ptr<Bootstrap> bootstrap;
+  IbConfig ibConfig;
+  std::vector<int> nodes;  // node index of each rank
+  int nodeCount = 0;
+  int localRank = 0;
+  int localWorldSize = 0;
+  int cudaDevice = -1;
+  uint64_t jobKey = 0;
+  std::unique_ptr<FdMailbox> fdMailbox;  // opened at the first cuMem descriptor sent or received
+  std::shared_ptr<IbContext> ibContext;  // opened at the first InfiniBand registration or connection
+  std::mutex mutex;
+
+  int rank() const { return bootstrap->rank(); }
+  std::string where() const {
+    return "rank " + std::to_string(rank()) + " of " + std::to_string(bootstrap->worldSize());
+  }
+  void checkPeer(int peer, const char* what) const {
+    if (peer < 0 || peer >= bootstrap->worldSize() || peer == rank()) {
+      throw Error(ErrorCategory::kInvalidArgument, std::string(what) + " on " + where() + ": peer " +
+                                                       std::to_string(peer) + " is not another rank of 0.." +
+                                                       std::to_string(bootstrap->worldSize() - 1));
+    }
+  }
+  FdMailbox& mailbox() {
+    if (!fdMailbox) fdMailbox = std::make_unique<FdMailbox>(jobKey, rank());
+    return *fdMailbox;
+  }
+  IbContext& ib() {
+    if (!ibContext) ibContext = openIbContext(ibConfig);
+    return *ibContext;
+  }
+};
+
+Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConfig) : impl_(std::make_unique<Impl>()) {
+  if (!bootstrap) throw Error(ErrorCategory::kInvalidArgument, "Communicator: bootstrap is null");
+  Impl& impl = *impl_;
+  impl.bootstrap = std::move(bootstrap);
+  impl.ibConfig = std::move(ibConfig);
+  impl.cudaDevice = gpu::currentDevice();
+
+  // Every rank's host; rank 0's random job key names the job's Unix sockets.
+  std::random_device random;
+  const uint64_t key = (uint64_t(random()) << 32) ^ random() ^ processHash();
+  ByteWriter mine;
+  mine.put(hostHash()).put(key);
+  std::vector<Bootstrap::Bytes> all = impl.bootstrap->allGather(mine.take());
+  std::map<uint64_t, int> nodeOfHost;
+  const int rank = impl.bootstrap->rank();
+  uint64_t myHost = 0;
+  for (size_t r = 0; r < all.size(); ++r) {
+    ByteReader in(all[r], "host identity of rank " + std::to_string(r));
+    const uint64_t host = in.get<uint64_t>();
+    const uint64_t rankKey = in.get<uint64_t>();
+    if (r == 0) impl.jobKey = rankKey;
+    auto [it, fresh] = nodeOfHost.emplace(host, int(nodeOfHost.size()));
+    impl.nodes.push_back(it->second);
+    if (int(r) == rank) myHost = host;
+  }
+  impl.nodeCount = int(nodeOfHost.size());
+  const int myNode = nodeOfHost.at(myHost);
+  for (int r = 0; r < int(impl.nodes.size()); ++r) {
+    if (impl.nodes[r] != myNode) continue;
+    if (r < rank) ++impl.localRank;
+    ++impl.localWorldSize;
+  }
+}
+
+Communicator::~Communicator() = default;
+
+Bootstrap& Communicator::bootstrap() const { return *impl_->bootstrap; }
+std::shared_ptr<Bootstrap> Communicator::sharedBootstrap() const { return impl_->bootstrap; }
+int Communicator::rank() const { return impl_->rank(); }
+int Communicator::worldSize() const { return impl_->bootstrap->worldSize(); }
+int Communicator::nodeCount() const { return impl_->nodeCount; }
+int Communicator::localRank() const { return impl_->localRank; }
+int Communicator::localWorldSize() const { return impl_->localWorldSize; }
+int Communicator::cudaDevice() const { return impl_->cudaDevice; }
+
+int Communicator::node(int rank) const {
+  if (rank < 0 || rank >= worldSize()) {
+    throw Error(ErrorCategory::kInvalidArgument, "Communicator::node: rank " + std::to_string(rank) + " is not in 0.." +
+                                                     std::to_string(worldSize() - 1));
+  }
+  return impl_->nodes[rank];
+}
+
+bool Communicator::sameNode(int peer) const { return node(peer) == node(rank()); }
+
+RegisteredMemory Communicator::registerMemory(void* data, uint64_t bytes, TransportFlags transports) {
+  Impl& impl = *impl_;
+  const std::string what = "registerMemory on " + impl.where();
+  if (data == nullptr || bytes == 0) {
+    throw Error(ErrorCategory::kInvalidArgument, what + ": data must be non-null and bytes above 0");
+  }
+  if (transports.empty()) throw Error(ErrorCategory::kInvalidArgument, what + ": no transport given");
+  const gpu::PointerInfo info = gpu::pointerInfo(data);
+  auto memory = std::make_shared<RegisteredMemory::Impl>();
+  memory->hostHash = hostHash();
+  memory->processHash = processHash();
+  memory->ownerRank = impl.rank();
+  memory->address = reinterpret_cast<uint64_t>(data);
+  memory->bytes = bytes;
+  memory->location = info.location;
+  memory->deviceId = info.device;
+  memory->transports = transports;
+  memory->localPointer = data;
+  if (info.location == MemoryLocation::kDevice &&
+      (memory->address < info.allocationBase || bytes > info.allocationBase + info.allocationBytes - memory->address)) {
+    throw Error(ErrorCategory::kInvalidArgument, what + ": " + std::to_string(bytes) +
+                                                     " bytes run past the end of their device allocation");
+  }
+  if (transports.has(Transport::kCudaIpc)) {
+    if (info.location != MemoryLocation::kDevice) {
+      throw Error(ErrorCategory::kInvalidArgument, what + ": CUDA IPC needs device memory, and this is host memory");
+    }
+    memory->ipcOffset = memory->address - info.allocationBase;
+    memory->ipcAllocationBytes = info.allocationBytes;
+    if (info.fromCuMem) {
+      memory->ipcKind = IpcKind::kPosixFd;
+    } else {
+      memory->ipcKind = IpcKind::kLegacy;
+      memory->ipcLegacyHandle = gpu::exportLegacyIpcHandle(reinterpret_cast<void*>(info.allocationBase));
+    }
+  }
+  {
+    std::lock_guard lock(impl.mutex);
+    if (transports.has(Transport::kIb)) registerIbMemory(impl.ib(), *memory);
+  }
+  auto [id, entry] = MemoryTable::process().add({data, bytes, info.location, info.device});
+  memory->id = id;
+  memory->keepAlive = entry;
+  return RegisteredMemory(std::move(memory));
+}
+
+void Communicator::sendMemory(const RegisteredMemory& memory, int peer, uint64_t tag) {
+  Impl& impl = *impl_;
+  impl.checkPeer(peer, "sendMemory");
+  if (!memory.valid()) throw Error(ErrorCategory::kInvalidArgument, "sendMemory on " + impl.where() + ": no memory");
+  const uint64_t wireTag = setupTag(SetupPurpose::kMemory, tag, "sendMemory");
+  impl.bootstrap->send(peer, wireTag, memory.serialize());
+  const RegisteredMemory::Impl& m = memory.impl();
+  if (m.ipcKind == IpcKind::kPosixFd && memory.isLocal() && sameNode(peer)) {
+    const int fd = gpu::exportPosixFd(reinterpret_cast<void*>(m.address - m.ipcOffset));
+    std::lock_guard lock(impl.mutex);
+    try {
+      impl.mailbox().send(peer, tag, fd, Deadline(impl.bootstrap->timeoutMs()));
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+  }
+}
+
+RegisteredMemory Communicator::recvMemory(int peer, uint64_t tag) {
+  Impl& impl = *impl_;
+  impl.checkPeer(peer, "recvMemory");
+  Bootstrap::Bytes bytes = impl.bootstrap->recv(peer, setupTag(SetupPurpose::kMemory, tag, "recvMemory"));
+  auto memory = parseRegisteredMemory(bytes);
+  int fd = -1;
+  if (memory->ipcKind == IpcKind::kPosixFd && !memory->isLocal() && memory->hostHash == hostHash()) {
+    std::lock_guard lock(impl.mutex);
+    fd = impl.mailbox().receive(peer, tag, Deadline(impl.bootstrap->timeoutMs()));
+  }
+  try {
+    RegisteredMemory mapped = mapRegisteredMemory(std::move(memory), fd);
+    if (fd >= 0) ::close(fd);
+    return mapped;
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    throw;
+  }
+}
+
+std::shared_ptr<Connection> Communicator::connect(int peer, Transport transport, uint64_t tag) {
+  Impl& impl = *impl_;
+  impl.checkPeer(peer, "connect");
+  ConnectionSetup setup{*impl.bootstrap, impl.rank(),        peer, setupTag(SetupPurpose::kConnection, tag, "connect"),
+                        impl.cudaDevice, impl.bootstrap->timeoutMs()};
+  switch (transport) {
+    case Transport::kCudaIpc:
+      if (!sameNode(peer)) {
+        throw Error(ErrorCategory::kInvalidArgument, "connect on " + impl.where() + ": CUDA IPC to rank " +
+                                                         std::to_string(peer) + ", which runs on another host");
+      }
+      return connectCudaIpc(setup);
+    case Transport::kTcp:
+      return connectTcp(setup);
+    case Transport::kIb: {
+      std::lock_guard lock(impl.mutex);
+      IbContext& context = impl.ib();
+      return connectIb(context, setup);
+    }
+  }
+  throw Error(ErrorCategory::kInvalidArgument, "connect: unknown transport");
+}
+
+}  // namespace loom

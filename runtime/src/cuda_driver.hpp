@@ -1,0 +1,31 @@
+#pragma once
+
+// CUDA driver entry points, fetched through the runtime at first use (cudaGetDriverEntryPoint), so
+// Loom links no libcuda and a host without a driver still loads it.
+
+#include <cuda.h>
+
+namespace loom {
+
+struct CudaDriver {
+  decltype(&::cuGetErrorName) getErrorName = nullptr;
+  decltype(&::cuMemGetAddressRange) memGetAddressRange = nullptr;
+  decltype(&::cuMemRetainAllocationHandle) memRetainAllocationHandle = nullptr;
+  decltype(&::cuMemRelease) memRelease = nullptr;
+  decltype(&::cuMemExportToShareableHandle) memExportToShareableHandle = nullptr;
+  decltype(&::cuMemImportFromShareableHandle) memImportFromShareableHandle = nullptr;
+  decltype(&::cuMemGetAllocationPropertiesFromHandle) memGetAllocationPropertiesFromHandle = nullptr;
+  decltype(&::cuMemGetAllocationGranularity) memGetAllocationGranularity = nullptr;
+  decltype(&::cuMemAddressReserve) memAddressReserve = nullptr;
+  decltype(&::cuMemAddressFree) memAddressFree = nullptr;
+  decltype(&::cuMemCreate) memCreate = nullptr;
+  decltype(&::cuMemMap) memMap = nullptr;
+  decltype(&::cuMemUnmap) memUnmap = nullptr;
+  decltype(&::cuMemSetAccess) memSetAccess = nullptr;
+  decltype(&::cuStreamWriteValue64) streamWriteValue64 = nullptr;
+};
+
+// Throws a CUDA error naming the entry point that is missing.
+const CudaDriver& cudaDriver();
+
+}  // namespace loom

@@ -1,0 +1,237 @@
+// The GPU facade over the CUDA runtime and driver.
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include <utility>
+
+#include "cuda_check.hpp"
+#include "cuda_driver.hpp"
+#include "gpu.hpp"
+
+namespace loom::gpu {
+
+bool compiledWithCuda() { return true; }
+
+int deviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+int currentDevice() {
+  if (deviceCount() == 0) return -1;
+  int device = -1;
+  checkCuda(cudaGetDevice(&device), "cudaGetDevice");
+  return device;
+}
+
+void setDevice(int device) { checkCuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")"); }
+
+PointerInfo pointerInfo(const void* pointer) {
+  PointerInfo info;
+  if (deviceCount() == 0) return info;
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return info;
+  }
+  if (attributes.type != cudaMemoryTypeDevice) return info;  // host, pinned host, managed: host-side transports
+  info.location = MemoryLocation::kDevice;
+  info.device = attributes.device;
+  const CudaDriver& driver = cudaDriver();
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  checkDriver(driver.memGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(pointer)), "cuMemGetAddressRange");
+  info.allocationBase = base;
+  info.allocationBytes = size;
+  CUmemGenericAllocationHandle handle{};
+  if (driver.memRetainAllocationHandle(&handle, const_cast<void*>(pointer)) == CUDA_SUCCESS) {
+    info.fromCuMem = true;
+    driver.memRelease(handle);
+  }
+  return info;
+}
+
+void copy(void* dst, const void* src, uint64_t bytes) {
+  if (deviceCount() == 0) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  checkCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy of " + std::to_string(bytes) + " bytes");
+}
+
+PinnedHostBuffer::PinnedHostBuffer(uint64_t bytes, bool mapped) : bytes_(bytes) {
+  const unsigned flags = cudaHostAllocPortable | (mapped ? cudaHostAllocMapped : 0);
+  checkCuda(cudaHostAlloc(&data_, bytes ? bytes : 1, flags), "cudaHostAlloc of " + std::to_string(bytes) + " bytes");
+  std::memset(data_, 0, bytes);
+  if (mapped) checkCuda(cudaHostGetDevicePointer(&deviceData_, data_, 0), "cudaHostGetDevicePointer");
+}
+PinnedHostBuffer::~PinnedHostBuffer() {
+  if (data_ != nullptr) cudaFreeHost(data_);
+}
+PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      deviceData_(std::exchange(other.deviceData_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(deviceData_, other.deviceData_);
+  std::swap(bytes_, other.bytes_);
+  return *this;
+}
+
+std::array<uint8_t, 64> exportLegacyIpcHandle(void* allocationBase) {
+  static_assert(sizeof(cudaIpcMemHandle_t) == 64);
+  cudaIpcMemHandle_t handle{};
+  checkCuda(cudaIpcGetMemHandle(&handle, allocationBase), "cudaIpcGetMemHandle");
+  std::array<uint8_t, 64> bytes{};
+  std::memcpy(bytes.data(), &handle, bytes.size());
+  return bytes;
+}
+
+std::shared_ptr<void> openLegacyIpcHandle(const std::array<uint8_t, 64>& bytes, void** pointer) {
+  cudaIpcMemHandle_t handle{};
+  std::memcpy(&handle, bytes.data(), bytes.size());
+  checkCuda(cudaIpcOpenMemHandle(pointer, handle, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+  return std::shared_ptr<void>(*pointer, [](void* mapped) { cudaIpcCloseMemHandle(mapped); });
+}
+
+int exportPosixFd(void* allocationBase) {
+  const CudaDriver& driver = cudaDriver();
+  CUmemGenericAllocationHandle handle{};
+  checkDriver(driver.memRetainAllocationHandle(&handle, allocationBase), "cuMemRetainAllocationHandle");
+  int fd = -1;
+  CUresult status = driver.memExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  driver.memRelease(handle);
+  checkDriver(status,
+              "cuMemExportToShareableHandle (was the cuMem allocation created with the POSIX file-descriptor "
+              "handle type?)");
+  return fd;
+}
+
+std::shared_ptr<void> importPosixFd(int fd, uint64_t allocationBytes, int device, void** pointer) {
+  const CudaDriver& driver = cudaDriver();
+  CUmemGenericAllocationHandle handle{};
+  checkDriver(driver.memImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+              "cuMemImportFromShareableHandle");
+  CUdeviceptr address = 0;
+  CUresult status = driver.memAddressReserve(&address, allocationBytes, 0, 0, 0);
+  if (status == CUDA_SUCCESS) {
+    status = driver.memMap(address, allocationBytes, 0, handle, 0);
+    if (status != CUDA_SUCCESS) driver.memAddressFree(address, allocationBytes);
+  }
+  driver.memRelease(handle);  // the mapping keeps the memory alive from here on
+  checkDriver(status, "mapping an imported cuMem allocation of " + std::to_string(allocationBytes) + " bytes");
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  status = driver.memSetAccess(address, allocationBytes, &access, 1);
+  auto unmap = [allocationBytes](void* mapped) {
+    const CudaDriver& d = cudaDriver();
+    d.memUnmap(reinterpret_cast<CUdeviceptr>(mapped), allocationBytes);
+    d.memAddressFree(reinterpret_cast<CUdeviceptr>(mapped), allocationBytes);
+  };
+  std::shared_ptr<void> owner(reinterpret_cast<void*>(address), unmap);
+  checkDriver(status, "cuMemSetAccess on an imported allocation for device " + std::to_string(device));
+  *pointer = reinterpret_cast<void*>(address);
+  return owner;
+}
+
+Stream::Stream(int device) : device_(device) {
+  setDevice(device);
+  cudaStream_t stream = nullptr;
+  checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  stream_ = stream;
+}
+
+Stream::~Stream() {
+  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+void Stream::copyAsync(void* dst, const void* src, uint64_t bytes) {
+  checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream_)),
+            "cudaMemcpyAsync of " + std::to_string(bytes) + " bytes on device " + std::to_string(device_));
+}
+
+void Stream::writeValueAsync(uint64_t* address, uint64_t value) {
+  // The default flags order the store after every earlier copy of the stream, memory barrier
+  // included: a peer that sees the value sees the data.
+  checkDriver(cudaDriver().streamWriteValue64(static_cast<CUstream>(stream_), reinterpret_cast<CUdeviceptr>(address),
+                                              value, CU_STREAM_WRITE_VALUE_DEFAULT),
+              "cuStreamWriteValue64");
+}
+
+bool Stream::idle() {
+  cudaError_t status = cudaStreamQuery(static_cast<cudaStream_t>(stream_));
+  if (status == cudaErrorNotReady) return false;
+  checkCuda(status, "work on the transport stream of device " + std::to_string(device_));
+  return true;
+}
+
+}  // namespace loom::gpu
+
+namespace loom::gpu {
+
+void* allocateDevice(uint64_t bytes, bool cuMem, uint64_t* reservedBytes) {
+  const int device = currentDevice();
+  if (device < 0) throw Error(ErrorCategory::kCuda, "device memory: no CUDA device is visible");
+  if (!cuMem) {
+    void* data = nullptr;
+    checkCuda(cudaMalloc(&data, bytes ? bytes : 1), "cudaMalloc of " + std::to_string(bytes) + " bytes");
+    *reservedBytes = bytes;
+    checkCuda(cudaMemset(data, 0, bytes), "cudaMemset");
+    return data;
+  }
+  const CudaDriver& driver = cudaDriver();
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  size_t granularity = 0;
+  checkDriver(driver.memGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+              "cuMemGetAllocationGranularity");
+  const uint64_t rounded = ((bytes ? bytes : 1) + granularity - 1) / granularity * granularity;
+  CUmemGenericAllocationHandle handle{};
+  checkDriver(driver.memCreate(&handle, rounded, &prop, 0), "cuMemCreate of " + std::to_string(rounded) + " bytes");
+  CUdeviceptr address = 0;
+  CUresult status = driver.memAddressReserve(&address, rounded, granularity, 0, 0);
+  if (status == CUDA_SUCCESS) {
+    status = driver.memMap(address, rounded, 0, handle, 0);
+    if (status != CUDA_SUCCESS) driver.memAddressFree(address, rounded);
+  }
+  driver.memRelease(handle);
+  checkDriver(status, "mapping a cuMem allocation of " + std::to_string(rounded) + " bytes");
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  status = driver.memSetAccess(address, rounded, &access, 1);
+  if (status != CUDA_SUCCESS) {
+    driver.memUnmap(address, rounded);
+    driver.memAddressFree(address, rounded);
+    checkDriver(status, "cuMemSetAccess");
+  }
+  *reservedBytes = rounded;
+  void* data = reinterpret_cast<void*>(address);
+  checkCuda(cudaMemset(data, 0, rounded), "cudaMemset");
+  return data;
+}
+
+void freeDevice(void* data, bool cuMem, uint64_t reservedBytes) {
+  if (!cuMem) {
+    cudaFree(data);
+    return;
+  }
+  const CudaDriver& driver = cudaDriver();
+  driver.memUnmap(reinterpret_cast<CUdeviceptr>(data), reservedBytes);
+  driver.memAddressFree(reinterpret_cast<CUdeviceptr>(data), reservedBytes);
+}
+
+}  // namespace loom::gpu
