@@ -7,6 +7,7 @@
 #include <random>
 
 #include "byte_io.hpp"
+#include "communicator_impl.hpp"
 #include "connection_factory.hpp"
 #include "deadline.hpp"
 #include "fd_passing.hpp"
@@ -19,39 +20,6 @@
 
 namespace loom {
 
-struct Communicator::Impl {
-  std::shared_ptr<Bootstrap> bootstrap;
-  IbConfig ibConfig;
-  std::vector<int> nodes;  // node index of each rank
-  int nodeCount = 0;
-  int localRank = 0;
-  int localWorldSize = 0;
-  int cudaDevice = -1;
-  uint64_t jobKey = 0;
-  std::unique_ptr<FdMailbox> fdMailbox;  // opened at the first cuMem descriptor sent or received
-  std::shared_ptr<IbContext> ibContext;  // opened at the first InfiniBand registration or connection
-  std::mutex mutex;
-
-  int rank() const { return bootstrap->rank(); }
-  std::string where() const {
-    return "rank " + std::to_string(rank()) + " of " + std::to_string(bootstrap->worldSize());
-  }
-  void checkPeer(int peer, const char* what) const {
-    if (peer < 0 || peer >= bootstrap->worldSize() || peer == rank()) {
-      throw Error(ErrorCategory::kInvalidArgument, std::string(what) + " on " + where() + ": peer " +
-                                                       std::to_string(peer) + " is not another rank of 0.." +
-                                                       std::to_string(bootstrap->worldSize() - 1));
-    }
-  }
-  FdMailbox& mailbox() {
-    if (!fdMailbox) fdMailbox = std::make_unique<FdMailbox>(jobKey, rank());
-    return *fdMailbox;
-  }
-  IbContext& ib() {
-    if (!ibContext) ibContext = openIbContext(ibConfig);
-    return *ibContext;
-  }
-};
 
 Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConfig) : impl_(std::make_unique<Impl>()) {
   if (!bootstrap) throw Error(ErrorCategory::kInvalidArgument, "Communicator: bootstrap is null");
@@ -107,6 +75,8 @@ int Communicator::node(int rank) const {
 }
 
 bool Communicator::sameNode(int peer) const { return node(peer) == node(rank()); }
+Communicator::Impl& Communicator::impl() const { return *impl_; }
+DeviceDiagnostics& Communicator::deviceDiagnostics() const { return impl_->deviceDiagnostics(); }
 
 RegisteredMemory Communicator::registerMemory(void* data, uint64_t bytes, TransportFlags transports) {
   Impl& impl = *impl_;
@@ -154,35 +124,29 @@ RegisteredMemory Communicator::registerMemory(void* data, uint64_t bytes, Transp
   return RegisteredMemory(std::move(memory));
 }
 
-void Communicator::sendMemory(const RegisteredMemory& memory, int peer, uint64_t tag) {
-  Impl& impl = *impl_;
-  impl.checkPeer(peer, "sendMemory");
-  if (!memory.valid()) throw Error(ErrorCategory::kInvalidArgument, "sendMemory on " + impl.where() + ": no memory");
-  const uint64_t wireTag = setupTag(SetupPurpose::kMemory, tag, "sendMemory");
-  impl.bootstrap->send(peer, wireTag, memory.serialize());
+void Communicator::Impl::sendMemoryOn(const RegisteredMemory& memory, int peer, uint64_t wireTag, uint64_t fdTag) {
+  if (!memory.valid()) throw Error(ErrorCategory::kInvalidArgument, "sendMemory on " + where() + ": no memory");
+  bootstrap->send(peer, wireTag, memory.serialize());
   const RegisteredMemory::Impl& m = memory.impl();
-  if (m.ipcKind == IpcKind::kPosixFd && memory.isLocal() && sameNode(peer)) {
-    const int fd = gpu::exportPosixFd(reinterpret_cast<void*>(m.address - m.ipcOffset));
-    std::lock_guard lock(impl.mutex);
-    try {
-      impl.mailbox().send(peer, tag, fd, Deadline(impl.bootstrap->timeoutMs()));
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
+  if (m.ipcKind != IpcKind::kPosixFd || !memory.isLocal() || !sameNode(peer)) return;
+  const int fd = gpu::exportPosixFd(reinterpret_cast<void*>(m.address - m.ipcOffset));
+  std::lock_guard lock(mutex);
+  try {
+    mailbox().send(peer, fdTag, fd, Deadline(bootstrap->timeoutMs()));
+  } catch (...) {
     ::close(fd);
+    throw;
   }
+  ::close(fd);
 }
 
-RegisteredMemory Communicator::recvMemory(int peer, uint64_t tag) {
-  Impl& impl = *impl_;
-  impl.checkPeer(peer, "recvMemory");
-  Bootstrap::Bytes bytes = impl.bootstrap->recv(peer, setupTag(SetupPurpose::kMemory, tag, "recvMemory"));
+RegisteredMemory Communicator::Impl::recvMemoryOn(int peer, uint64_t wireTag, uint64_t fdTag) {
+  Bootstrap::Bytes bytes = bootstrap->recv(peer, wireTag);
   auto memory = parseRegisteredMemory(bytes);
   int fd = -1;
   if (memory->ipcKind == IpcKind::kPosixFd && !memory->isLocal() && memory->hostHash == hostHash()) {
-    std::lock_guard lock(impl.mutex);
-    fd = impl.mailbox().receive(peer, tag, Deadline(impl.bootstrap->timeoutMs()));
+    std::lock_guard lock(mutex);
+    fd = mailbox().receive(peer, fdTag, Deadline(bootstrap->timeoutMs()));
   }
   try {
     RegisteredMemory mapped = mapRegisteredMemory(std::move(memory), fd);
@@ -192,6 +156,18 @@ RegisteredMemory Communicator::recvMemory(int peer, uint64_t tag) {
     if (fd >= 0) ::close(fd);
     throw;
   }
+}
+
+void Communicator::sendMemory(const RegisteredMemory& memory, int peer, uint64_t tag) {
+  impl_->checkPeer(peer, "sendMemory");
+  const uint64_t wireTag = setupTag(SetupPurpose::kMemory, tag, "sendMemory");
+  impl_->sendMemoryOn(memory, peer, wireTag, wireTag);
+}
+
+RegisteredMemory Communicator::recvMemory(int peer, uint64_t tag) {
+  impl_->checkPeer(peer, "recvMemory");
+  const uint64_t wireTag = setupTag(SetupPurpose::kMemory, tag, "recvMemory");
+  return impl_->recvMemoryOn(peer, wireTag, wireTag);
 }
 
 std::shared_ptr<Connection> Communicator::connect(int peer, Transport transport, uint64_t tag) {

@@ -20,6 +20,8 @@ int deviceCount();
 // The calling thread's current device, or -1 when there is none.
 int currentDevice();
 void setDevice(int device);
+// "0000:1b:00.0": where the device sits on the PCI bus (for its NUMA node).
+std::string pciBusId(int device);
 
 struct PointerInfo {
   MemoryLocation location = MemoryLocation::kHost;
@@ -35,7 +37,7 @@ PointerInfo pointerInfo(const void* pointer);
 void copy(void* dst, const void* src, uint64_t bytes);
 
 // Page-locked host memory, mapped into the device's address space when `mapped` (so kernels can
-// read and write it). Plain malloc'ed memory in a build without CUDA.
+// read and write it). Zeroed. Plain host memory when there is no GPU (then `mapped` is an error).
 class PinnedHostBuffer {
  public:
   PinnedHostBuffer() = default;
@@ -54,6 +56,7 @@ class PinnedHostBuffer {
   void* data_ = nullptr;
   void* deviceData_ = nullptr;
   uint64_t bytes_ = 0;
+  bool pinned_ = false;  // false: plain host memory (no GPU to pin it for)
 };
 
 // CUDA IPC. The legacy handle is 64 bytes; a cuMem allocation is exported as a file descriptor.

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 
 #include <utility>
@@ -31,6 +33,14 @@ int currentDevice() {
 }
 
 void setDevice(int device) { checkCuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")"); }
+
+std::string pciBusId(int device) {
+  char id[32] = {};
+  checkCuda(cudaDeviceGetPCIBusId(id, sizeof(id), device), "cudaDeviceGetPCIBusId");
+  std::string text(id);
+  for (char& c : text) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
 
 PointerInfo pointerInfo(const void* pointer) {
   PointerInfo info;
@@ -66,22 +76,36 @@ void copy(void* dst, const void* src, uint64_t bytes) {
 }
 
 PinnedHostBuffer::PinnedHostBuffer(uint64_t bytes, bool mapped) : bytes_(bytes) {
+  if (deviceCount() == 0) {
+    if (mapped) throw Error(ErrorCategory::kCuda, "mapped host memory: no CUDA device is visible");
+    data_ = std::calloc(1, bytes ? bytes : 1);
+    if (data_ == nullptr) throw Error(ErrorCategory::kSystem, "out of host memory");
+    return;
+  }
+  pinned_ = true;
   const unsigned flags = cudaHostAllocPortable | (mapped ? cudaHostAllocMapped : 0);
   checkCuda(cudaHostAlloc(&data_, bytes ? bytes : 1, flags), "cudaHostAlloc of " + std::to_string(bytes) + " bytes");
   std::memset(data_, 0, bytes);
   if (mapped) checkCuda(cudaHostGetDevicePointer(&deviceData_, data_, 0), "cudaHostGetDevicePointer");
 }
 PinnedHostBuffer::~PinnedHostBuffer() {
-  if (data_ != nullptr) cudaFreeHost(data_);
+  if (data_ == nullptr) return;
+  if (pinned_) {
+    cudaFreeHost(data_);
+  } else {
+    std::free(data_);
+  }
 }
 PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       deviceData_(std::exchange(other.deviceData_, nullptr)),
-      bytes_(std::exchange(other.bytes_, 0)) {}
+      bytes_(std::exchange(other.bytes_, 0)),
+      pinned_(other.pinned_) {}
 PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& other) noexcept {
   std::swap(data_, other.data_);
   std::swap(deviceData_, other.deviceData_);
   std::swap(bytes_, other.bytes_);
+  std::swap(pinned_, other.pinned_);
   return *this;
 }
 

@@ -19,6 +19,7 @@ bool compiledWithCuda() { return false; }
 int deviceCount() { return 0; }
 int currentDevice() { return -1; }
 void setDevice(int) { noCuda("setDevice"); }
+std::string pciBusId(int) { noCuda("pciBusId"); }
 PointerInfo pointerInfo(const void*) { return {}; }
 void copy(void* dst, const void* src, uint64_t bytes) { std::memcpy(dst, src, bytes); }
 
@@ -29,7 +30,7 @@ PinnedHostBuffer::PinnedHostBuffer(uint64_t bytes, bool mapped) : bytes_(bytes) 
 }
 PinnedHostBuffer::~PinnedHostBuffer() { std::free(data_); }
 PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)), pinned_(other.pinned_) {}
 PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& other) noexcept {
   std::swap(data_, other.data_);
   std::swap(bytes_, other.bytes_);

@@ -14,6 +14,7 @@
 
 #include "loom/bootstrap.hpp"
 #include "loom/connection.hpp"
+#include "loom/device_diagnostics.hpp"
 #include "loom/registered_memory.hpp"
 #include "loom/transport.hpp"
 
@@ -53,7 +54,11 @@ class Communicator {
   // the same tag. Cuda IPC needs both ranks on one host.
   std::shared_ptr<Connection> connect(int peer, Transport transport, uint64_t tag);
 
+  // Where device-side waits of this rank's channels report a timeout (made on first use).
+  DeviceDiagnostics& deviceDiagnostics() const;
+
   struct Impl;
+  Impl& impl() const;
 
  private:
   std::unique_ptr<Impl> impl_;

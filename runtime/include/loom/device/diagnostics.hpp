@@ -1,0 +1,114 @@
+#pragma once
+
+// What a kernel leaves behind when a wait runs out of time: a record in mapped host memory that
+// the host turns into an Error (loom/device_diagnostics.hpp), written by the first thread that
+// times out, before it traps. Waits spin on a local condition and look at the clock only every few
+// thousand iterations, so the timeout costs the fast path nothing measurable.
+
+#include <cstdint>
+
+#include "loom/device/atomics.hpp"
+#include "loom/device/macros.hpp"
+
+#if !LOOM_DEVICE_PASS
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#endif
+
+namespace loom::device {
+
+enum class WaitKind : int32_t {
+  kSemaphore = 1,  // a semaphore wait: expected a count, saw a smaller one
+  kPacket = 2,     // an LL packet read: expected a flag
+  kFifoFull = 3,   // a port channel push: the proxy did not free a FIFO slot
+  kFifoSync = 4,   // a port channel flush: the proxy did not finish the triggers
+};
+
+struct DiagnosticRecord {
+  int32_t state;  // 0: empty; 1: being written; 2: complete
+  int32_t kind;   // WaitKind
+  int32_t rank;
+  int32_t block;
+  int32_t thread;
+  int32_t op;       // the plan op the executor was running, -1 outside the executor
+  int32_t channel;  // the channel's index, -1 when unknown
+  int32_t peer;
+  uint64_t expected;
+  uint64_t seen;
+  uint64_t elapsedNs;
+};
+
+// Carried by every device handle that waits: where to report, who we are, how long to wait.
+struct WaitContext {
+  DiagnosticRecord* record = nullptr;  // mapped host memory; nullptr: trap without a record
+  int64_t timeoutNs = 0;               // 0: wait forever
+  int32_t rank = -1;
+  int32_t channel = -1;
+  int32_t peer = -1;
+};
+
+LOOM_HOST_DEVICE uint64_t nowNs() {
+#if LOOM_DEVICE_PASS
+  uint64_t time;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(time));
+  return time;
+#else
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+#endif
+}
+
+// Records the timeout and stops: a trap on the GPU (the kernel ends with an error the host then
+// explains from the record); an exception on a host thread (the CPU backend).
+LOOM_HOST_DEVICE void reportTimeout(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected,
+                                    uint64_t seen, uint64_t elapsedNs) {
+  DiagnosticRecord* record = context.record;
+  if (record != nullptr && AtomicRef<int32_t>(record->state).fetch_add(1, kRelaxed) == 0) {
+    record->kind = int32_t(kind);
+    record->rank = context.rank;
+#if LOOM_DEVICE_PASS
+    record->block = int32_t(blockIdx.x);
+    record->thread = int32_t(threadIdx.x);
+#else
+    record->block = -1;
+    record->thread = -1;
+#endif
+    record->op = op;
+    record->channel = context.channel;
+    record->peer = context.peer;
+    record->expected = expected;
+    record->seen = seen;
+    record->elapsedNs = elapsedNs;
+    fenceSystem();
+    storeRelease(&record->state, int32_t(2));
+  }
+#if LOOM_DEVICE_PASS
+  __trap();
+#else
+  throw std::runtime_error("loom: wait timed out (kind " + std::to_string(int(kind)) + ", expected " +
+                           std::to_string(expected) + ", seen " + std::to_string(seen) + ")");
+#endif
+}
+
+// Spins until `ready(seen)` holds for the value `poll()` returns, checking the clock every 4096
+// polls. `expected` only goes into the record.
+template <typename Poll, typename Ready>
+LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected,
+                                    Poll poll, Ready ready) {
+  uint64_t seen = poll();
+  if (ready(seen)) return seen;
+  const uint64_t start = nowNs();
+  for (uint32_t spins = 1;; ++spins) {
+    seen = poll();
+    if (ready(seen)) return seen;
+    if (context.timeoutNs > 0 && (spins & 4095) == 0) {
+      const uint64_t elapsed = nowNs() - start;
+      if (elapsed > uint64_t(context.timeoutNs)) reportTimeout(context, kind, op, expected, seen, elapsed);
+    }
+  }
+}
+
+}  // namespace loom::device

@@ -1,0 +1,20 @@
+#pragma once
+
+// Device-side headers are plain C++ headers that nvcc and the host compiler both read: handles are
+// built on the host and used in kernels, and the CPU backend runs the same host-device functions
+// on host threads.
+
+#if defined(__CUDACC__)
+#define LOOM_HOST_DEVICE __host__ __device__ __forceinline__
+#define LOOM_DEVICE __device__ __forceinline__
+#else
+#define LOOM_HOST_DEVICE inline
+#define LOOM_DEVICE inline
+#endif
+
+// True in the device pass of nvcc, where PTX and CUDA atomics are available.
+#if defined(__CUDA_ARCH__)
+#define LOOM_DEVICE_PASS 1
+#else
+#define LOOM_DEVICE_PASS 0
+#endif

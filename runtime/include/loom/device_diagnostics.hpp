@@ -1,0 +1,51 @@
+#pragma once
+
+// Where this rank's device-side waits report a timeout. A kernel whose wait runs out writes one
+// record here (mapped host memory) and traps; the host, seeing the kernel fail, calls check() to
+// turn the record into a Timeout error that says who waited for what:
+//
+//   rank 1, thread block 3, op 7: semaphore wait on channel 2 (peer 0) timed out after 1000 ms:
+//   expected count 5, saw 4
+//
+// The timeout is LOOM_DEVICE_TIMEOUT_MS (default 30000; 0 waits forever).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "loom/device/diagnostics.hpp"
+
+namespace loom {
+
+int64_t deviceTimeoutMs();  // LOOM_DEVICE_TIMEOUT_MS, checked
+constexpr int64_t kDefaultDeviceTimeoutMs = 30000;
+
+class DeviceDiagnostics {
+ public:
+  explicit DeviceDiagnostics(int rank, std::optional<int64_t> timeoutMs = std::nullopt);
+  ~DeviceDiagnostics();
+  DeviceDiagnostics(const DeviceDiagnostics&) = delete;
+  DeviceDiagnostics& operator=(const DeviceDiagnostics&) = delete;
+
+  // What a device handle carries: the record's device address, the rank, the timeout.
+  device::WaitContext waitContext(int channel = -1, int peer = -1) const;
+  int64_t timeoutMs() const { return timeoutMs_; }
+
+  // The message of a recorded timeout, if one was recorded.
+  std::optional<std::string> report() const;
+  // Throws a Timeout Error with report() when there is one.
+  void check() const;
+  void clear();
+
+ private:
+  struct Storage;
+  std::unique_ptr<Storage> storage_;
+  int rank_;
+  int64_t timeoutMs_;
+};
+
+// The text of a record (also used for records the CPU backend writes).
+std::string describe(const device::DiagnosticRecord& record, int64_t timeoutMs);
+
+}  // namespace loom

@@ -1,0 +1,51 @@
+#pragma once
+
+// The proxy: a host thread that carries out what GPUs push into its FIFO through the connections
+// of port channels. It is the CPU side of every port channel of one rank.
+//
+// Set up memories and semaphores (addMemory, addSemaphore), make port channels from their ids,
+// start(); the thread sets the rank's CUDA device before its first CUDA call (so it creates no
+// context on GPU 0), pins itself to the CPUs near the GPU, and runs until stop() or destruction.
+// A failed transfer is logged at once and kept: check() throws it.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "loom/communicator.hpp"
+#include "loom/device/port_channel_device.hpp"
+#include "loom/fifo.hpp"
+#include "loom/registered_memory.hpp"
+#include "loom/semaphore.hpp"
+
+namespace loom {
+
+class ProxyService {
+ public:
+  ProxyService(Communicator& communicator, uint64_t fifoSize = Fifo::kDefaultSize);
+  ~ProxyService();
+  ProxyService(const ProxyService&) = delete;
+  ProxyService& operator=(const ProxyService&) = delete;
+
+  // Ids for port channels (below 2^20). Both may be called while the proxy runs.
+  uint32_t addMemory(RegisteredMemory memory);
+  uint32_t addSemaphore(std::shared_ptr<HostSemaphore> semaphore);
+  // The device handle of a port channel: the semaphore (and its connection), the peer's memory as
+  // destination, this rank's memory as source. `channel` only labels timeout reports.
+  device::PortChannelHandle portChannel(uint32_t semaphore, uint32_t dstMemory, uint32_t srcMemory,
+                                        int channel = -1) const;
+
+  void start();
+  void stop();
+  bool running() const;
+  // Throws the first error a trigger ran into, if any.
+  void check() const;
+  uint64_t triggersDone() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom

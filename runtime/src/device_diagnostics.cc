@@ -1,0 +1,91 @@
+#include "loom/device_diagnostics.hpp"
+
+#include "environment.hpp"
+#include "gpu.hpp"
+#include "loom/error.hpp"
+
+namespace loom {
+
+int64_t deviceTimeoutMs() {
+  std::optional<std::string> text = processEnvironment("LOOM_DEVICE_TIMEOUT_MS");
+  if (!text) return kDefaultDeviceTimeoutMs;
+  return parseInteger(*text, 0, int64_t(24) * 3600 * 1000, "LOOM_DEVICE_TIMEOUT_MS");
+}
+
+// The record lives in mapped pinned memory when there is a GPU (kernels write it), else in plain
+// host memory (host threads of the CPU backend write it).
+struct DeviceDiagnostics::Storage {
+  gpu::PinnedHostBuffer buffer;
+  device::DiagnosticRecord* host() const { return static_cast<device::DiagnosticRecord*>(buffer.data()); }
+  device::DiagnosticRecord* deviceView() const {
+    return static_cast<device::DiagnosticRecord*>(buffer.deviceData() ? buffer.deviceData() : buffer.data());
+  }
+};
+
+DeviceDiagnostics::DeviceDiagnostics(int rank, std::optional<int64_t> timeoutMs)
+    : storage_(std::make_unique<Storage>()), rank_(rank), timeoutMs_(timeoutMs ? *timeoutMs : deviceTimeoutMs()) {
+  if (timeoutMs_ < 0) throw Error(ErrorCategory::kInvalidArgument, "device timeout: must be 0 (none) or positive");
+  const bool mapped = gpu::deviceCount() > 0;
+  storage_->buffer = gpu::PinnedHostBuffer(sizeof(device::DiagnosticRecord), mapped);
+}
+
+DeviceDiagnostics::~DeviceDiagnostics() = default;
+
+device::WaitContext DeviceDiagnostics::waitContext(int channel, int peer) const {
+  device::WaitContext context;
+  context.record = storage_->deviceView();
+  context.timeoutNs = timeoutMs_ * 1000000;
+  context.rank = rank_;
+  context.channel = channel;
+  context.peer = peer;
+  return context;
+}
+
+std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs) {
+  using device::WaitKind;
+  std::string text = "rank " + std::to_string(r.rank);
+  if (r.block >= 0) text += ", thread block " + std::to_string(r.block);
+  if (r.op >= 0) text += ", op " + std::to_string(r.op);
+  text += ": ";
+  std::string expected = "expected count " + std::to_string(r.expected) + ", saw " + std::to_string(r.seen);
+  switch (WaitKind(r.kind)) {
+    case WaitKind::kSemaphore:
+      text += "semaphore wait";
+      break;
+    case WaitKind::kPacket:
+      text += "packet read";
+      expected = "expected flag " + std::to_string(r.expected) + ", the packet did not carry it";
+      break;
+    case WaitKind::kFifoFull:
+      text += "port channel push (FIFO full)";
+      expected = "the proxy did not free a slot (needed tail " + std::to_string(r.expected) + ", saw " +
+                 std::to_string(r.seen) + ")";
+      break;
+    case WaitKind::kFifoSync:
+      text += "port channel flush";
+      expected = "the proxy did not finish the trigger (needed tail " + std::to_string(r.expected) + ", saw " +
+                 std::to_string(r.seen) + ")";
+      break;
+    default:
+      text += "wait";
+  }
+  if (r.channel >= 0) text += " on channel " + std::to_string(r.channel);
+  if (r.peer >= 0) text += (r.channel >= 0 ? " (peer " : " on the channel to rank ") + std::to_string(r.peer) +
+                           (r.channel >= 0 ? ")" : "");
+  text += " timed out after " + std::to_string(timeoutMs) + " ms: " + expected;
+  return text;
+}
+
+std::optional<std::string> DeviceDiagnostics::report() const {
+  const device::DiagnosticRecord* record = storage_->host();
+  if (device::loadAcquire(const_cast<int32_t*>(&record->state)) < 2) return std::nullopt;
+  return describe(*record, timeoutMs_);
+}
+
+void DeviceDiagnostics::check() const {
+  if (auto text = report()) throw Error(ErrorCategory::kTimeout, *text);
+}
+
+void DeviceDiagnostics::clear() { *storage_->host() = device::DiagnosticRecord{}; }
+
+}  // namespace loom
