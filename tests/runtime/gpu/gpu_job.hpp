@@ -1,0 +1,54 @@
+#pragma once
+
+// What the multi-GPU runtime programs (tests and benchmarks) share: one rank per process, started
+// by `python -m loom.launch -n N`, each on GPU LOCAL_RANK, with a communicator over the bootstrap.
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "loom/bootstrap.hpp"
+#include "loom/communicator.hpp"
+#include "loom/launch_environment.hpp"
+
+#define LOOM_CUDA_OK(call)                                                                              \
+  do {                                                                                                  \
+    cudaError_t status_ = (call);                                                                       \
+    if (status_ != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(status_)); \
+      std::abort();                                                                                     \
+    }                                                                                                   \
+  } while (0)
+
+namespace loom::testing {
+
+struct GpuJob {
+  std::shared_ptr<Bootstrap> bootstrap;
+  std::unique_ptr<Communicator> comm;
+
+  GpuJob() {
+    LaunchEnvironment environment = detectLaunchEnvironment();
+    LOOM_CUDA_OK(cudaSetDevice(environment.localRank.value_or(environment.rank)));
+    bootstrap = std::make_shared<Bootstrap>(Bootstrap::fromEnvironment());
+    comm = std::make_unique<Communicator>(bootstrap);
+  }
+  int rank() const { return comm->rank(); }
+  int size() const { return comm->worldSize(); }
+};
+
+// Bytes that depend on (seed, index) only, so a peer can check them without receiving them.
+inline std::vector<uint8_t> patternBytes(uint64_t seed, size_t bytes) {
+  std::vector<uint8_t> out(bytes);
+  std::mt19937_64 random(seed * 0x9e3779b97f4a7c15ull + 1);
+  for (size_t i = 0; i < bytes; i += 8) {
+    uint64_t word = random();
+    for (size_t j = 0; j < 8 && i + j < bytes; ++j) out[i + j] = uint8_t(word >> (8 * j));
+  }
+  return out;
+}
+
+}  // namespace loom::testing
