@@ -34,18 +34,20 @@ __global__ void pingPong(MemoryChannelHandle channel, int iterations, bool first
 }
 
 // Packets bounce between the ranks: the first rank sends call i, the other returns it. Two packet
-// areas (by parity) so a packet of the next round never overwrites one not yet read.
+// areas (by parity) so a packet of the next round never overwrites one not yet read; the payload
+// sits after both, where unpacking cannot overwrite packets still being read.
 __global__ void packetPingPong(MemoryChannelHandle channel, uint64_t bytes, uint64_t area, int iterations,
                                uint32_t flagBase, bool first) {
   for (int i = 0; i < iterations; ++i) {
     const uint32_t flag = flagBase + uint32_t(i);
     const uint64_t offset = (flag % 2) * area;
+    const uint64_t payload = 2 * area;
     if (first) {
-      channel.putPackets(offset, 0, bytes, threadIdx.x, blockDim.x, flag);
-      channel.unpackPackets(0, offset, bytes, threadIdx.x, blockDim.x, flag);
+      channel.putPackets(offset, payload, bytes, threadIdx.x, blockDim.x, flag);
+      channel.unpackPackets(payload, offset, bytes, threadIdx.x, blockDim.x, flag);
     } else {
-      channel.unpackPackets(0, offset, bytes, threadIdx.x, blockDim.x, flag);
-      channel.putPackets(offset, 0, bytes, threadIdx.x, blockDim.x, flag);
+      channel.unpackPackets(payload, offset, bytes, threadIdx.x, blockDim.x, flag);
+      channel.putPackets(offset, payload, bytes, threadIdx.x, blockDim.x, flag);
     }
   }
 }

@@ -15,16 +15,22 @@
 #include "loom/communicator.hpp"
 #include "loom/launch_environment.hpp"
 
+// A failed call prints where and why, and the device diagnostic if a wait timed out, then aborts.
 #define LOOM_CUDA_OK(call)                                                                              \
   do {                                                                                                  \
     cudaError_t status_ = (call);                                                                       \
     if (status_ != cudaSuccess) {                                                                       \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(status_)); \
+      ::loom::testing::reportDeviceDiagnostic();                                                        \
       std::abort();                                                                                     \
     }                                                                                                   \
   } while (0)
 
 namespace loom::testing {
+
+struct GpuJob;
+inline GpuJob* currentJob = nullptr;
+void reportDeviceDiagnostic();
 
 struct GpuJob {
   std::shared_ptr<Bootstrap> bootstrap;
@@ -35,10 +41,18 @@ struct GpuJob {
     LOOM_CUDA_OK(cudaSetDevice(environment.localRank.value_or(environment.rank)));
     bootstrap = std::make_shared<Bootstrap>(Bootstrap::fromEnvironment());
     comm = std::make_unique<Communicator>(bootstrap);
+    currentJob = this;
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach the launcher even if the rank aborts
   }
+  ~GpuJob() { currentJob = nullptr; }
   int rank() const { return comm->rank(); }
   int size() const { return comm->worldSize(); }
 };
+
+inline void reportDeviceDiagnostic() {
+  if (currentJob == nullptr) return;
+  if (auto text = currentJob->comm->deviceDiagnostics().report()) std::fprintf(stderr, "device: %s\n", text->c_str());
+}
 
 // Bytes that depend on (seed, index) only, so a peer can check them without receiving them.
 inline std::vector<uint8_t> patternBytes(uint64_t seed, size_t bytes) {

@@ -126,6 +126,7 @@ void checkPutsLanded(GpuAllocator allocator, uint64_t testTag) {
   MeshChannels mesh(bytes + half, testTag, allocator);
   const int me = job->rank();
   for (size_t i = 0; i < mesh.peers.size(); ++i) fill(mesh.buffers[i], seedOf(me, mesh.peers[i], 1));
+  job->bootstrap->barrier();  // a peer's put must not land before this rank's fill
   auto* handles = toDevice(mesh.handles);
   const uint64_t putBytes = bytes - half;
   putThenSignal<<<mesh.peers.size(), 512>>>(handles, int(mesh.peers.size()), half + 3, 5, putBytes);
@@ -228,9 +229,9 @@ void checkPortChannel(Transport transport, uint64_t testTag) {
     } catch (const Error& error) {
       GTEST_SKIP() << transportName(transport) << " is not available: " << error.what();
     }
-    buffers.emplace_back(2 * bytes);
+    buffers.emplace_back(2 * bytes + 8);
     fill(buffers.back(), seedOf(comm.rank(), peer, 30 + testTag));
-    RegisteredMemory local = comm.registerMemory(buffers.back().data(), 2 * bytes, transport);
+    RegisteredMemory local = comm.registerMemory(buffers.back().data(), 2 * bytes + 8, transport);
     comm.sendMemory(local, peer, tag);
     RegisteredMemory remote = comm.recvMemory(peer, tag);
     auto semaphore = std::make_shared<HostSemaphore>(comm, connection, tag);
@@ -244,8 +245,8 @@ void checkPortChannel(Transport transport, uint64_t testTag) {
   LOOM_CUDA_OK(cudaDeviceSynchronize());
   proxy.check();
   for (size_t i = 0; i < peers.size(); ++i) {
-    std::vector<uint8_t> mine = fromDevice(buffers[i].data(), 2 * bytes);
-    std::vector<uint8_t> theirs = testing::patternBytes(seedOf(peers[i], comm.rank(), 30 + testTag), 2 * bytes);
+    std::vector<uint8_t> mine = fromDevice(buffers[i].data(), 2 * bytes + 8);
+    std::vector<uint8_t> theirs = testing::patternBytes(seedOf(peers[i], comm.rank(), 30 + testTag), 2 * bytes + 8);
     EXPECT_EQ(0, std::memcmp(mine.data() + bytes + 1, theirs.data(), bytes)) << "from peer " << peers[i];
   }
   cudaFree(device);

@@ -54,6 +54,23 @@ LOOM_HOST_DEVICE T fetchAddRelaxed(T* address, T value) {
   return AtomicRef<T>(*address).fetch_add(value, kRelaxed);
 }
 
+// Adds without waiting for the old value: on the GPU a `red` instruction, which does not wait for a
+// round trip over NVLink the way a fetch-add does. Release: earlier writes are visible first.
+LOOM_HOST_DEVICE void addRelease(uint64_t* address, uint64_t value) {
+#if LOOM_DEVICE_PASS
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
+#else
+  std::atomic_ref<uint64_t>(*address).fetch_add(value, std::memory_order_release);
+#endif
+}
+LOOM_HOST_DEVICE void addRelaxed(uint64_t* address, uint64_t value) {
+#if LOOM_DEVICE_PASS
+  asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
+#else
+  std::atomic_ref<uint64_t>(*address).fetch_add(value, std::memory_order_relaxed);
+#endif
+}
+
 // Orders this thread's earlier writes before its later ones as seen by every observer (peer GPUs,
 // the host): what a FIFO push needs between the trigger's body and its valid bit.
 LOOM_HOST_DEVICE void fenceSystem() {

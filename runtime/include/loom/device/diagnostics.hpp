@@ -93,20 +93,23 @@ LOOM_HOST_DEVICE void reportTimeout(const WaitContext& context, WaitKind kind, i
 #endif
 }
 
-// Spins until `ready(seen)` holds for the value `poll()` returns, checking the clock every 4096
-// polls. `expected` only goes into the record.
+// Spins until `ready(seen)` holds for the value `poll()` returns. The clock is read only every 4096
+// polls, and first then, so a wait that is satisfied soon never pays for a timer read. `expected`
+// only goes into the record.
 template <typename Poll, typename Ready>
 LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected,
                                     Poll poll, Ready ready) {
-  uint64_t seen = poll();
-  if (ready(seen)) return seen;
-  const uint64_t start = nowNs();
+  uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
-    seen = poll();
+    const uint64_t seen = poll();
     if (ready(seen)) return seen;
     if (context.timeoutNs > 0 && (spins & 4095) == 0) {
-      const uint64_t elapsed = nowNs() - start;
-      if (elapsed > uint64_t(context.timeoutNs)) reportTimeout(context, kind, op, expected, seen, elapsed);
+      const uint64_t now = nowNs();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > uint64_t(context.timeoutNs)) {
+        reportTimeout(context, kind, op, expected, seen, now - start);
+      }
     }
   }
 }

@@ -21,15 +21,18 @@ struct MemorySemaphoreHandle {
 
   // The release ordering publishes this thread's earlier writes (and, after a __syncthreads, the
   // block's) to the peer before it can see the new count.
-  LOOM_HOST_DEVICE void signal() { fetchAddRelease(remoteInbound, uint64_t(1)); }
+  LOOM_HOST_DEVICE void signal() { addRelease(remoteInbound, uint64_t(1)); }
   // For pure synchronisation: orders nothing but the count itself.
-  LOOM_HOST_DEVICE void relaxedSignal() { fetchAddRelaxed(remoteInbound, uint64_t(1)); }
+  LOOM_HOST_DEVICE void relaxedSignal() { addRelaxed(remoteInbound, uint64_t(1)); }
 
+  // Polls with relaxed loads (cheaper than acquire loads at system scope) and acquires once, when
+  // the count is there: the acquire load reads it again and synchronises with the peer's release.
   LOOM_HOST_DEVICE void wait(int32_t op = -1) {
     const uint64_t target = ++*expected;
     spinUntil(
-        waitContext, WaitKind::kSemaphore, op, target, [&] { return loadAcquire(inbound); },
+        waitContext, WaitKind::kSemaphore, op, target, [&] { return loadRelaxed(inbound); },
         [&](uint64_t seen) { return seen >= target; });
+    (void)loadAcquire(inbound);
   }
   LOOM_HOST_DEVICE void relaxedWait(int32_t op = -1) {
     const uint64_t target = ++*expected;
@@ -53,8 +56,9 @@ struct HostSemaphoreHandle {
   LOOM_HOST_DEVICE void waitSignal(int32_t op = -1) {
     const uint64_t target = ++*expected;
     spinUntil(
-        waitContext, WaitKind::kSemaphore, op, target, [&] { return loadAcquire(inbound); },
+        waitContext, WaitKind::kSemaphore, op, target, [&] { return loadRelaxed(inbound); },
         [&](uint64_t seen) { return seen >= target; });
+    (void)loadAcquire(inbound);
   }
 };
 
