@@ -21,12 +21,17 @@
 namespace loom {
 
 
-Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConfig) : impl_(std::make_unique<Impl>()) {
+Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConfig, int cudaDevice)
+    : impl_(std::make_unique<Impl>()) {
   if (!bootstrap) throw Error(ErrorCategory::kInvalidArgument, "Communicator: bootstrap is null");
   Impl& impl = *impl_;
   impl.bootstrap = std::move(bootstrap);
   impl.ibConfig = std::move(ibConfig);
-  impl.cudaDevice = gpu::currentDevice();
+  if (cudaDevice < kCurrentDevice) {
+    throw Error(ErrorCategory::kInvalidArgument, "Communicator: cudaDevice " + std::to_string(cudaDevice) +
+                                                     " is neither a device, kHostOnly nor kCurrentDevice");
+  }
+  impl.cudaDevice = cudaDevice == kCurrentDevice ? gpu::currentDevice() : cudaDevice;
 
   // Every rank's host; rank 0's random job key names the job's Unix sockets.
   std::random_device random;
@@ -85,7 +90,7 @@ RegisteredMemory Communicator::registerMemory(void* data, uint64_t bytes, Transp
     throw Error(ErrorCategory::kInvalidArgument, what + ": data must be non-null and bytes above 0");
   }
   if (transports.empty()) throw Error(ErrorCategory::kInvalidArgument, what + ": no transport given");
-  const gpu::PointerInfo info = gpu::pointerInfo(data);
+  const gpu::PointerInfo info = impl.cudaDevice >= 0 ? gpu::pointerInfo(data) : gpu::PointerInfo{};
   auto memory = std::make_shared<RegisteredMemory::Impl>();
   memory->hostHash = hostHash();
   memory->processHash = processHash();

@@ -46,7 +46,7 @@ struct Communicator::Impl {
   }
   DeviceDiagnostics& deviceDiagnostics() {
     std::lock_guard lock(mutex);
-    if (!diagnostics) diagnostics = std::make_unique<DeviceDiagnostics>(rank());
+    if (!diagnostics) diagnostics = std::make_unique<DeviceDiagnostics>(rank(), std::nullopt, cudaDevice >= 0);
     return *diagnostics;
   }
   // Sends a registration (and a cuMem allocation's descriptor, to a rank of this host) on a raw

@@ -22,10 +22,10 @@ struct DeviceDiagnostics::Storage {
   }
 };
 
-DeviceDiagnostics::DeviceDiagnostics(int rank, std::optional<int64_t> timeoutMs)
+DeviceDiagnostics::DeviceDiagnostics(int rank, std::optional<int64_t> timeoutMs, bool onDevice)
     : storage_(std::make_unique<Storage>()), rank_(rank), timeoutMs_(timeoutMs ? *timeoutMs : deviceTimeoutMs()) {
   if (timeoutMs_ < 0) throw Error(ErrorCategory::kInvalidArgument, "device timeout: must be 0 (none) or positive");
-  const bool mapped = gpu::deviceCount() > 0;
+  const bool mapped = onDevice && gpu::deviceCount() > 0;
   storage_->buffer = gpu::PinnedHostBuffer(sizeof(device::DiagnosticRecord), mapped);
 }
 

@@ -18,11 +18,11 @@ struct Fifo::Storage {
   }
 };
 
-Fifo::Fifo(uint64_t size) : storage_(std::make_unique<Storage>()), size_(size) {
+Fifo::Fifo(uint64_t size, bool onDevice) : storage_(std::make_unique<Storage>()), size_(size) {
   if (size == 0 || size > (uint64_t(1) << 20)) {
     throw Error(ErrorCategory::kInvalidArgument, "FIFO size: expected 1 to 1048576 slots, got " + std::to_string(size));
   }
-  const bool gpu = gpu::deviceCount() > 0 && gpu::currentDevice() >= 0;
+  const bool gpu = onDevice && gpu::deviceCount() > 0 && gpu::currentDevice() >= 0;
   storage_->triggers = gpu::PinnedHostBuffer(size * sizeof(device::ProxyTrigger), gpu);
   storage_->tail = gpu::PinnedHostBuffer(sizeof(uint64_t), gpu);
   if (gpu) {

@@ -27,7 +27,7 @@ struct ProxyService::Impl {
 
   Impl(Communicator& communicator, uint64_t fifoSize)
       : communicator(communicator),
-        fifo(fifoSize),
+        fifo(fifoSize, communicator.cudaDevice() >= 0),
         device(communicator.cudaDevice()),
         flushTimeoutMs(communicator.deviceDiagnostics().timeoutMs() > 0 ? communicator.deviceDiagnostics().timeoutMs()
                                                                         : kDefaultDeviceTimeoutMs) {}

@@ -14,7 +14,8 @@ inline std::vector<RankOutcome> runCommunicators(int worldSize, const std::funct
                                                  int64_t timeoutMs = 10000) {
   UniqueId id = UniqueId::create("127.0.0.1");
   return runRanks(worldSize, id, timeoutMs, allRanks(worldSize), [&](Bootstrap& bootstrap) {
-    Communicator communicator(std::make_shared<Bootstrap>(std::move(bootstrap)), IbConfig{});
+    // Host memory only, also on a host with GPUs: these tests run ranks on host threads.
+    Communicator communicator(std::make_shared<Bootstrap>(std::move(bootstrap)), IbConfig{}, Communicator::kHostOnly);
     body(communicator);
   });
 }

@@ -23,7 +23,13 @@ namespace loom {
 class Communicator {
  public:
   // Collective: every rank calls it. Learns the host of every rank through the bootstrap.
-  explicit Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConfig = IbConfig::fromEnvironment());
+  // `cudaDevice`: the GPU this rank uses; by default the calling thread's current device (none in a
+  // build without CUDA or on a host without GPUs). kHostOnly keeps everything (semaphores, FIFOs,
+  // diagnostics) in host memory for ranks that run on host threads (the CPU backend), GPUs or not.
+  static constexpr int kCurrentDevice = -2;
+  static constexpr int kHostOnly = -1;
+  explicit Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConfig = IbConfig::fromEnvironment(),
+                        int cudaDevice = kCurrentDevice);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -37,8 +43,7 @@ class Communicator {
   int localRank() const;         // index of this rank among the ranks of its host
   int localWorldSize() const;    // ranks on this rank's host
   bool sameNode(int peer) const;
-  // The CUDA device this rank uses: the current device when the communicator was created, -1 in a
-  // build without CUDA or on a host without GPUs.
+  // The CUDA device this rank uses, -1 when it runs on host memory only.
   int cudaDevice() const;
 
   // Registers [data, data + bytes) for the given transports. Host or device memory is told apart

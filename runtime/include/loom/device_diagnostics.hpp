@@ -23,7 +23,8 @@ constexpr int64_t kDefaultDeviceTimeoutMs = 30000;
 
 class DeviceDiagnostics {
  public:
-  explicit DeviceDiagnostics(int rank, std::optional<int64_t> timeoutMs = std::nullopt);
+  // `onDevice`: kernels report (mapped pinned memory); otherwise host threads do (host memory).
+  explicit DeviceDiagnostics(int rank, std::optional<int64_t> timeoutMs = std::nullopt, bool onDevice = true);
   ~DeviceDiagnostics();
   DeviceDiagnostics(const DeviceDiagnostics&) = delete;
   DeviceDiagnostics& operator=(const DeviceDiagnostics&) = delete;

@@ -2,7 +2,7 @@
 
 // The host end of the FIFO between a GPU and its proxy thread (device end: device/fifo_device.hpp).
 // Triggers and the tail live in mapped host memory and the head in device memory when there is a
-// GPU; without one, all three are plain host memory and host threads push (the CPU backend, tests).
+// GPU; otherwise all three are plain host memory and host threads push (the CPU backend, tests).
 
 #include <cstdint>
 #include <memory>
@@ -17,7 +17,8 @@ class Fifo {
  public:
   static constexpr uint64_t kDefaultSize = 512;
 
-  explicit Fifo(uint64_t size = kDefaultSize);
+  // `onDevice`: GPU threads push (the current device's); otherwise host threads do.
+  explicit Fifo(uint64_t size = kDefaultSize, bool onDevice = true);
   ~Fifo();
   Fifo(const Fifo&) = delete;
   Fifo& operator=(const Fifo&) = delete;

@@ -1,0 +1,224 @@
+// Semaphores, memory channels, LL packets, the FIFO and device-side timeouts on host threads and
+// host memory: the same host-device functions the GPU runs, driven by threads (as the CPU backend
+// will drive them). Ranks are threads of this process, so "mapped" peer memory is the peer's
+// address itself.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "communicator_test_util.hpp"
+#include "loom/device_diagnostics.hpp"
+#include "loom/error.hpp"
+#include "loom/fifo.hpp"
+#include "loom/memory_channel.hpp"
+#include "loom/semaphore.hpp"
+
+namespace loom {
+namespace {
+
+using testing::runCommunicators;
+
+void expectAllOk(const std::vector<testing::RankOutcome>& outcomes) {
+  for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_TRUE(outcomes[r].ok) << "rank " << r << ": " << outcomes[r].message;
+}
+
+// Runs body(thread) on `threads` threads, as a thread block would.
+void onThreads(uint32_t threads, const std::function<void(uint32_t)>& body) {
+  std::vector<std::thread> pool;
+  for (uint32_t t = 0; t < threads; ++t) pool.emplace_back(body, t);
+  for (auto& thread : pool) thread.join();
+}
+
+std::vector<uint8_t> randomBytes(uint64_t seed, size_t bytes) {
+  std::mt19937_64 random(seed);
+  std::vector<uint8_t> out(bytes);
+  for (auto& byte : out) byte = uint8_t(random());
+  return out;
+}
+
+// Two ranks, each with a host buffer registered and exchanged, and a memory channel to the other.
+struct PairChannel {
+  std::vector<uint8_t> buffer;
+  RegisteredMemory local, remote;
+  std::shared_ptr<MemorySemaphore> semaphore;
+  std::unique_ptr<MemoryChannel> channel;
+
+  PairChannel(Communicator& comm, size_t bytes, uint64_t tag) : buffer(bytes) {
+    const int peer = 1 - comm.rank();
+    local = comm.registerMemory(buffer.data(), bytes, Transport::kTcp);
+    comm.sendMemory(local, peer, tag);
+    remote = comm.recvMemory(peer, tag);
+    semaphore = std::make_shared<MemorySemaphore>(comm, peer, tag);
+    channel = std::make_unique<MemoryChannel>(semaphore, remote, local, local, 3);
+  }
+};
+
+TEST(MemorySemaphoreOnHost, PingPongCountsEverySignal) {
+  expectAllOk(runCommunicators(2, [](Communicator& comm) {
+    MemorySemaphore semaphore(comm, 1 - comm.rank(), 1);
+    device::MemorySemaphoreHandle handle = semaphore.deviceHandle();
+    for (int i = 0; i < 20000; ++i) {
+      if (comm.rank() == 0) {
+        handle.signal();
+        handle.wait();
+      } else {
+        handle.wait();
+        handle.signal();
+      }
+    }
+    EXPECT_EQ(*handle.inbound, 20000u);
+    EXPECT_EQ(*handle.expected, 20000u);
+    comm.bootstrap().barrier();
+  }));
+}
+
+TEST(MemoryChannelOnHost, PutAndGetMoveExactBytes) {
+  expectAllOk(runCommunicators(2, [](Communicator& comm) {
+    const size_t bytes = 1 << 20;
+    PairChannel pair(comm, 2 * bytes + 64, 2);
+    std::vector<uint8_t> mine = randomBytes(100 + comm.rank(), 2 * bytes + 64);
+    std::memcpy(pair.buffer.data(), mine.data(), mine.size());
+    comm.bootstrap().barrier();
+    device::MemoryChannelHandle handle = pair.channel->deviceHandle();
+    // Put our first half (from a misaligned offset) into the peer's second half, then hand over.
+    onThreads(8, [&](uint32_t t) { handle.put(bytes + 1, 3, bytes - 7, t, 8); });
+    handle.signal();
+    handle.wait();
+    std::vector<uint8_t> theirs = randomBytes(100 + (1 - comm.rank()), 2 * bytes + 64);
+    EXPECT_EQ(0, std::memcmp(pair.buffer.data() + bytes + 1, theirs.data() + 3, bytes - 7));
+    EXPECT_EQ(0, std::memcmp(pair.buffer.data(), mine.data(), bytes + 1));  // untouched before the put
+    comm.bootstrap().barrier();
+    // Get: read the peer's last 64 bytes into our first 64.
+    onThreads(4, [&](uint32_t t) { handle.get(2 * bytes, 0, 64, t, 4); });
+    EXPECT_EQ(0, std::memcmp(pair.buffer.data(), theirs.data() + 2 * bytes, 64));
+    comm.bootstrap().barrier();
+  }));
+}
+
+TEST(MemoryChannelOnHost, PacketsCarryDataWithTheirFlagAndIgnoreStaleOnes) {
+  expectAllOk(runCommunicators(2, [](Communicator& comm) {
+    const uint64_t bytes = 4099;  // a partial last packet
+    const uint64_t area = device::packetBufferBytes<device::LL16Packet>(bytes);
+    const uint64_t payload = 2 * area, out = payload + 8192;
+    PairChannel pair(comm, out + bytes, 3);
+    device::MemoryChannelHandle handle = pair.channel->deviceHandle();
+    for (uint32_t flag = 1; flag <= 5; ++flag) {
+      std::vector<uint8_t> data = randomBytes(flag * 10 + comm.rank(), bytes);
+      std::memcpy(pair.buffer.data() + payload, data.data(), bytes);
+      const uint64_t offset = (flag % 2) * area;
+      onThreads(4, [&](uint32_t t) {
+        handle.putPackets(offset, payload, bytes, t, 4, flag);
+        handle.unpackPackets(out, offset, bytes, t, 4, flag);
+      });
+      EXPECT_EQ(0, std::memcmp(pair.buffer.data() + out, randomBytes(flag * 10 + 1 - comm.rank(), bytes).data(), bytes))
+          << "flag " << flag;
+      const auto* packets = reinterpret_cast<const device::LL16Packet*>(pair.buffer.data() + offset);
+      uint64_t value = 0;
+      EXPECT_FALSE(packets[0].tryRead(flag + 2, value)) << "a packet matched a future flag";
+    }
+    comm.bootstrap().barrier();
+  }));
+}
+
+TEST(LL8Packet, RoundTripsAndRejectsOtherFlags) {
+  device::LL8Packet packet{};
+  packet.write(0xdeadbeef, 42);
+  uint32_t value = 0;
+  EXPECT_TRUE(packet.tryRead(42, value));
+  EXPECT_EQ(value, 0xdeadbeefu);
+  EXPECT_FALSE(packet.tryRead(41, value));
+  device::WaitContext context;
+  EXPECT_EQ(packet.read(42, context), 0xdeadbeefu);
+}
+
+TEST(DeviceTimeout, AWaitNobodySignalsReportsRankChannelPeerAndCounts) {
+  expectAllOk(runCommunicators(2, [](Communicator& comm) {
+    PairChannel pair(comm, 256, 4);
+    if (comm.rank() == 0) {
+      device::MemoryChannelHandle handle = pair.channel->deviceHandle();
+      handle.semaphore.waitContext.timeoutNs = 50 * 1000000;  // 50 ms instead of the default
+      EXPECT_THROW(handle.wait(9), std::runtime_error);
+      auto report = comm.deviceDiagnostics().report();
+      ASSERT_TRUE(report.has_value());
+      EXPECT_NE(report->find("rank 0, op 9: semaphore wait on channel 3 (peer 1) timed out"), std::string::npos)
+          << *report;
+      EXPECT_NE(report->find("expected count 1, saw 0"), std::string::npos) << *report;
+      try {
+        comm.deviceDiagnostics().check();
+        ADD_FAILURE() << "check() did not throw";
+      } catch (const Error& error) {
+        EXPECT_EQ(error.category(), ErrorCategory::kTimeout);
+      }
+    }
+    comm.bootstrap().barrier();
+  }));
+}
+
+TEST(DeviceTimeout, EnvironmentValueIsChecked) {
+  setenv("LOOM_DEVICE_TIMEOUT_MS", "soon", 1);
+  EXPECT_THROW(deviceTimeoutMs(), Error);
+  setenv("LOOM_DEVICE_TIMEOUT_MS", "250", 1);
+  EXPECT_EQ(deviceTimeoutMs(), 250);
+  unsetenv("LOOM_DEVICE_TIMEOUT_MS");
+  EXPECT_EQ(deviceTimeoutMs(), kDefaultDeviceTimeoutMs);
+}
+
+TEST(FifoOnHost, TriggersArriveInOrderThroughASmallRingWithBackPressure) {
+  Fifo fifo(4, /*onDevice=*/false);
+  device::WaitContext wait;
+  wait.timeoutNs = int64_t(10) * 1000000000;
+  device::FifoHandle handle = fifo.deviceHandle(wait);
+  constexpr uint64_t kTriggers = 5000;
+  std::atomic<uint64_t> lastSync{0};
+  std::thread pusher([&] {
+    for (uint64_t i = 0; i < kTriggers; ++i) {
+      const uint64_t meta = device::ProxyTrigger::makeMeta(device::kTriggerData, uint32_t(i % 7), uint32_t(i % 11),
+                                                           uint32_t(i % 13));
+      const uint64_t position = handle.push(i << 33, i * 3, i + (uint64_t(1) << 40), meta);
+      EXPECT_EQ(position, i);
+      if (i % 1000 == 999) {
+        handle.sync(position);  // a flush: returns once the consumer is past it
+        lastSync = i;
+        EXPECT_GT(fifo.tail(), i);
+      }
+    }
+  });
+  for (uint64_t i = 0; i < kTriggers; ++i) {
+    std::optional<device::ProxyTrigger> trigger;
+    while (!(trigger = fifo.poll())) std::this_thread::yield();
+    EXPECT_EQ(trigger->dstOffset, i << 33);  // 64-bit offsets and sizes travel whole
+    EXPECT_EQ(trigger->srcOffset, i * 3);
+    EXPECT_EQ(trigger->bytes, i + (uint64_t(1) << 40));
+    EXPECT_EQ(trigger->flags(), uint64_t(device::kTriggerData));
+    EXPECT_EQ(trigger->semaphore(), i % 7);
+    EXPECT_EQ(trigger->dstMemory(), i % 11);
+    EXPECT_EQ(trigger->srcMemory(), i % 13);
+    fifo.pop();
+  }
+  pusher.join();
+  EXPECT_EQ(lastSync.load(), 4999u);
+  EXPECT_FALSE(fifo.poll().has_value());
+}
+
+TEST(FifoOnHost, APushIntoAFullRingThatNobodyDrainsTimesOut) {
+  Fifo fifo(2, false);
+  DeviceDiagnostics diagnostics(5, 30, false);
+  device::FifoHandle handle = fifo.deviceHandle(diagnostics.waitContext(1, 2));
+  handle.push(0, 0, 0, device::ProxyTrigger::makeMeta(device::kTriggerSignal, 0, 0, 0));
+  handle.push(0, 0, 0, device::ProxyTrigger::makeMeta(device::kTriggerSignal, 0, 0, 0));
+  EXPECT_THROW(handle.push(0, 0, 0, device::ProxyTrigger::makeMeta(device::kTriggerSignal, 0, 0, 0), 4),
+               std::runtime_error);
+  auto report = diagnostics.report();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_NE(report->find("rank 5, op 4: port channel push (FIFO full) on channel 1 (peer 2) timed out after 30 ms"),
+            std::string::npos)
+      << *report;
+  EXPECT_THROW(Fifo(0, false), Error);
+}
+
+}  // namespace
+}  // namespace loom
