@@ -133,12 +133,15 @@ int main(int argc, char** argv) {
     std::vector<double> oneWay;
     for (int repeat = 0; repeat < 6; ++repeat) {
       job.bootstrap->barrier();
-      float ms = timer.ms([&] { packetPingPong<<<1, threads>>>(handle, bytes, area, packetIterations, flagBase, first); });
+      float ms =
+          timer.ms([&] { packetPingPong<<<1, threads>>>(handle, bytes, area, packetIterations, flagBase, first); });
       flagBase += packetIterations;
       if (repeat > 0) oneWay.push_back(ms * 1000.0 / packetIterations / 2);
     }
-    if (first) std::printf("LL packet one-way latency, %6llu bytes: %.3f us\n", (unsigned long long)bytes, median(oneWay));
-    json += std::string(bytes == 8 ? "" : ", ") + "\"" + std::to_string(bytes) + "\": " + std::to_string(median(oneWay));
+    if (first)
+      std::printf("LL packet one-way latency, %6llu bytes: %.3f us\n", (unsigned long long)bytes, median(oneWay));
+    json +=
+        std::string(bytes == 8 ? "" : ", ") + "\"" + std::to_string(bytes) + "\": " + std::to_string(median(oneWay));
   }
   json += "}";
 

@@ -13,6 +13,7 @@
 #include "loom/error.hpp"
 #include "loom/launch_environment.hpp"
 #include "loom/unique_id.hpp"
+#include "py_bootstrap.hpp"
 
 namespace py = pybind11;
 
@@ -37,23 +38,6 @@ std::vector<uint8_t> bytesFrom(const py::handle& object, const char* what) {
 py::bytes toPython(const std::vector<uint8_t>& bytes) {
   return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
-
-// The Python object owns its Bootstrap through a shared pointer that every call copies before it
-// lets the GIL go, so close() from another thread never destroys an object that a call still uses.
-class PyBootstrap {
- public:
-  explicit PyBootstrap(Bootstrap bootstrap) : bootstrap_(std::make_shared<Bootstrap>(std::move(bootstrap))) {}
-
-  std::shared_ptr<Bootstrap> get() const {
-    if (!bootstrap_) throw Error(ErrorCategory::kInvalidArgument, "the bootstrap is closed");
-    return bootstrap_;
-  }
-  void close() { bootstrap_.reset(); }
-  bool closed() const { return !bootstrap_; }
-
- private:
-  std::shared_ptr<Bootstrap> bootstrap_;
-};
 
 // Lets Ctrl-C through while a call waits with the GIL released: the event loop calls this about
 // every 100 ms, and a pending KeyboardInterrupt (or any signal handler's exception) ends the wait.

@@ -10,4 +10,5 @@ PYBIND11_MODULE(_native, module) {
   loom::python::bindRuntime(module);
   loom::python::bindPlan(module);
   loom::python::bindBootstrap(module);
+  loom::python::bindCommunicator(module);
 }

@@ -20,7 +20,6 @@
 
 namespace loom {
 
-
 Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConfig, int cudaDevice)
     : impl_(std::make_unique<Impl>()) {
   if (!bootstrap) throw Error(ErrorCategory::kInvalidArgument, "Communicator: bootstrap is null");
@@ -103,8 +102,8 @@ RegisteredMemory Communicator::registerMemory(void* data, uint64_t bytes, Transp
   memory->localPointer = data;
   if (info.location == MemoryLocation::kDevice &&
       (memory->address < info.allocationBase || bytes > info.allocationBase + info.allocationBytes - memory->address)) {
-    throw Error(ErrorCategory::kInvalidArgument, what + ": " + std::to_string(bytes) +
-                                                     " bytes run past the end of their device allocation");
+    throw Error(ErrorCategory::kInvalidArgument,
+                what + ": " + std::to_string(bytes) + " bytes run past the end of their device allocation");
   }
   if (transports.has(Transport::kCudaIpc)) {
     if (info.location != MemoryLocation::kDevice) {
@@ -178,8 +177,12 @@ RegisteredMemory Communicator::recvMemory(int peer, uint64_t tag) {
 std::shared_ptr<Connection> Communicator::connect(int peer, Transport transport, uint64_t tag) {
   Impl& impl = *impl_;
   impl.checkPeer(peer, "connect");
-  ConnectionSetup setup{*impl.bootstrap, impl.rank(),        peer, setupTag(SetupPurpose::kConnection, tag, "connect"),
-                        impl.cudaDevice, impl.bootstrap->timeoutMs()};
+  ConnectionSetup setup{*impl.bootstrap,
+                        impl.rank(),
+                        peer,
+                        setupTag(SetupPurpose::kConnection, tag, "connect"),
+                        impl.cudaDevice,
+                        impl.bootstrap->timeoutMs()};
   switch (transport) {
     case Transport::kCudaIpc:
       if (!sameNode(peer)) {

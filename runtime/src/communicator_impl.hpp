@@ -24,8 +24,8 @@ struct Communicator::Impl {
   int localWorldSize = 0;
   int cudaDevice = -1;
   uint64_t jobKey = 0;
-  std::unique_ptr<FdMailbox> fdMailbox;  // opened at the first cuMem descriptor sent or received
-  std::shared_ptr<IbContext> ibContext;  // opened at the first InfiniBand registration or connection
+  std::unique_ptr<FdMailbox> fdMailbox;            // opened at the first cuMem descriptor sent or received
+  std::shared_ptr<IbContext> ibContext;            // opened at the first InfiniBand registration or connection
   std::unique_ptr<DeviceDiagnostics> diagnostics;  // made at the first channel or semaphore
   std::mutex mutex;
 

@@ -19,11 +19,12 @@ void Connection::checkWrite(const RegisteredMemory& dst, uint64_t dstOffset, con
   const std::string where = std::string(transportName(transport())) + " connection from rank " +
                             std::to_string(localRank_) + " to rank " + std::to_string(remoteRank_) + ": write";
   if (!dst.valid() || !src.valid()) {
-    throw Error(ErrorCategory::kInvalidArgument, where + ": " + (dst.valid() ? "src" : "dst") + " is not a registration");
+    throw Error(ErrorCategory::kInvalidArgument,
+                where + ": " + (dst.valid() ? "src" : "dst") + " is not a registration");
   }
   if (dst.ownerRank() != remoteRank_) {
-    throw Error(ErrorCategory::kInvalidArgument, where + ": dst belongs to rank " + std::to_string(dst.ownerRank()) +
-                                                     ", not to the peer");
+    throw Error(ErrorCategory::kInvalidArgument,
+                where + ": dst belongs to rank " + std::to_string(dst.ownerRank()) + ", not to the peer");
   }
   if (!src.isLocal()) throw Error(ErrorCategory::kInvalidArgument, where + ": src is not this process's memory");
   if (!dst.transports().has(transport())) {
@@ -49,8 +50,8 @@ void Connection::checkValue(const RegisteredMemory& dst, uint64_t dstOffset) con
                             std::to_string(localRank_) + " to rank " + std::to_string(remoteRank_) + ": writeValue";
   if (!dst.valid()) throw Error(ErrorCategory::kInvalidArgument, where + ": dst is not a registration");
   if (dst.ownerRank() != remoteRank_) {
-    throw Error(ErrorCategory::kInvalidArgument, where + ": dst belongs to rank " + std::to_string(dst.ownerRank()) +
-                                                     ", not to the peer");
+    throw Error(ErrorCategory::kInvalidArgument,
+                where + ": dst belongs to rank " + std::to_string(dst.ownerRank()) + ", not to the peer");
   }
   if (!dst.transports().has(transport())) {
     throw Error(ErrorCategory::kInvalidArgument, where + ": dst is registered for " + dst.transports().toString() +

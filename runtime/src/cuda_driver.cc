@@ -17,7 +17,8 @@ template <typename Fn>
 void resolve(Fn& fn, const char* symbol) {
   void* pointer = nullptr;
   cudaDriverEntryPointQueryResult result{};
-  cudaError_t status = cudaGetDriverEntryPointByVersion(symbol, &pointer, kEntryPointVersion, cudaEnableDefault, &result);
+  cudaError_t status =
+      cudaGetDriverEntryPointByVersion(symbol, &pointer, kEntryPointVersion, cudaEnableDefault, &result);
   if (status != cudaSuccess || result != cudaDriverEntryPointSuccess || pointer == nullptr) {
     (void)cudaGetLastError();
     throw Error(ErrorCategory::kCuda, std::string("the CUDA driver lacks ") + symbol + " (" +

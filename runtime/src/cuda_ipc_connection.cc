@@ -17,8 +17,7 @@ namespace {
 
 class CudaIpcConnection : public Connection {
  public:
-  CudaIpcConnection(int localRank, int remoteRank, int device)
-      : Connection(localRank, remoteRank), stream_(device) {}
+  CudaIpcConnection(int localRank, int remoteRank, int device) : Connection(localRank, remoteRank), stream_(device) {}
 
   Transport transport() const override { return Transport::kCudaIpc; }
 

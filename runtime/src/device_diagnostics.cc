@@ -70,8 +70,9 @@ std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs) {
       text += "wait";
   }
   if (r.channel >= 0) text += " on channel " + std::to_string(r.channel);
-  if (r.peer >= 0) text += (r.channel >= 0 ? " (peer " : " on the channel to rank ") + std::to_string(r.peer) +
-                           (r.channel >= 0 ? ")" : "");
+  if (r.peer >= 0)
+    text += (r.channel >= 0 ? " (peer " : " on the channel to rank ") + std::to_string(r.peer) +
+            (r.channel >= 0 ? ")" : "");
   text += " timed out after " + std::to_string(timeoutMs) + " ms: " + expected;
   return text;
 }

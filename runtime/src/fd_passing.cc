@@ -78,9 +78,9 @@ void FdMailbox::send(int peer, uint64_t tag, int fd, const Deadline& deadline) {
       throw Error(ErrorCategory::kTransport, systemError(what));
     }
     if (deadline.expired()) {
-      throw Error(ErrorCategory::kTimeout,
-                  what + ": rank " + std::to_string(peer) + " did not take it within " +
-                      std::to_string(deadline.timeoutMs()) + " ms (is it on this host and in this network namespace?)");
+      throw Error(ErrorCategory::kTimeout, what + ": rank " + std::to_string(peer) + " did not take it within " +
+                                               std::to_string(deadline.timeoutMs()) +
+                                               " ms (is it on this host and in this network namespace?)");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

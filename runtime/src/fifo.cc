@@ -37,8 +37,8 @@ Fifo::~Fifo() = default;
 device::FifoHandle Fifo::deviceHandle(const device::WaitContext& wait) const {
   device::FifoHandle handle;
   handle.triggers = static_cast<device::ProxyTrigger*>(Storage::deviceView(storage_->triggers));
-  handle.head = static_cast<uint64_t*>(storage_->deviceHead.data() ? storage_->deviceHead.data()
-                                                                    : storage_->head.data());
+  handle.head =
+      static_cast<uint64_t*>(storage_->deviceHead.data() ? storage_->deviceHead.data() : storage_->head.data());
   handle.tail = static_cast<uint64_t*>(Storage::deviceView(storage_->tail));
   handle.size = size_;
   handle.waitContext = wait;

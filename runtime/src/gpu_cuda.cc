@@ -5,7 +5,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
-
 #include <utility>
 
 #include "cuda_check.hpp"

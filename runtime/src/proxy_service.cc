@@ -133,8 +133,8 @@ device::PortChannelHandle ProxyService::portChannel(uint32_t semaphore, uint32_t
   std::lock_guard lock(impl_->mutex);
   auto check = [](uint32_t id, size_t count, const char* what) {
     if (id >= count) {
-      throw Error(ErrorCategory::kInvalidArgument, std::string("ProxyService::portChannel: ") + what + " " +
-                                                       std::to_string(id) + " was not added");
+      throw Error(ErrorCategory::kInvalidArgument,
+                  std::string("ProxyService::portChannel: ") + what + " " + std::to_string(id) + " was not added");
     }
   };
   check(semaphore, impl_->semaphores.size(), "semaphore");

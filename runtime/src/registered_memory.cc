@@ -65,7 +65,8 @@ std::shared_ptr<RegisteredMemory::Impl> parseRegisteredMemory(std::span<const ui
   if (m->location != MemoryLocation::kHost && m->location != MemoryLocation::kDevice) {
     throw Error(ErrorCategory::kInvalidArgument, "registered memory: unknown location");
   }
-  if (m->ipcKind > IpcKind::kPosixFd) throw Error(ErrorCategory::kInvalidArgument, "registered memory: unknown IPC kind");
+  if (m->ipcKind > IpcKind::kPosixFd)
+    throw Error(ErrorCategory::kInvalidArgument, "registered memory: unknown IPC kind");
   if (m->ipcOffset > m->ipcAllocationBytes || m->bytes > m->ipcAllocationBytes - m->ipcOffset) {
     if (m->ipcKind != IpcKind::kNone) {
       throw Error(ErrorCategory::kInvalidArgument, "registered memory: the range lies outside its IPC allocation");

@@ -48,8 +48,8 @@ RegisteredMemory exchangeTokens(Communicator& communicator, int peer, uint64_t t
 }  // namespace
 
 MemorySemaphore::MemorySemaphore(Communicator& communicator, int peer, uint64_t tag) : peer_(peer) {
-  const std::string where = "memory semaphore between ranks " + std::to_string(communicator.rank()) + " and " +
-                            std::to_string(peer);
+  const std::string where =
+      "memory semaphore between ranks " + std::to_string(communicator.rank()) + " and " + std::to_string(peer);
   if (peer < 0 || peer >= communicator.worldSize() || peer == communicator.rank()) {
     throw Error(ErrorCategory::kInvalidArgument, where + ": the peer is not another rank");
   }
@@ -58,8 +58,8 @@ MemorySemaphore::MemorySemaphore(Communicator& communicator, int peer, uint64_t 
   }
   // Device tokens are mapped through CUDA IPC; host tokens (ranks as threads) need no mapping, and
   // the TCP flag only marks them registered.
-  const TransportFlags transports = communicator.cudaDevice() >= 0 ? TransportFlags(Transport::kCudaIpc)
-                                                                   : TransportFlags(Transport::kTcp);
+  const TransportFlags transports =
+      communicator.cudaDevice() >= 0 ? TransportFlags(Transport::kCudaIpc) : TransportFlags(Transport::kTcp);
   tokens_ = std::make_unique<SemaphoreTokens>(communicator, transports);
   remote_ = exchangeTokens(communicator, peer, tag, *tokens_);
   if (remote_.data() == nullptr) throw Error(ErrorCategory::kTransport, where + ": the peer's counter is not mapped");

@@ -16,8 +16,9 @@ bool switchChannelsAllowed(std::string* why) {
   }
   auto loom = processEnvironment("LOOM_ENABLE_NVLS");
   if (!loom || !parseBoolean(*loom, "LOOM_ENABLE_NVLS")) {
-    return say("switch channels are opt-in: set LOOM_ENABLE_NVLS=1 (NVLink multicast can put a shared GPU host "
-               "out of service)");
+    return say(
+        "switch channels are opt-in: set LOOM_ENABLE_NVLS=1 (NVLink multicast can put a shared GPU host "
+        "out of service)");
   }
   if (why != nullptr) why->clear();
   return true;

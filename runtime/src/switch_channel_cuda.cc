@@ -114,7 +114,8 @@ SwitchChannel::SwitchChannel(Communicator& communicator, const std::vector<int>&
     throw Error(ErrorCategory::kInvalidArgument, where + ": the group needs 2 or more ranks including this one");
   }
   for (int r : ranks) {
-    if (!communicator.sameNode(r)) throw Error(ErrorCategory::kInvalidArgument, where + ": rank " + std::to_string(r) + " is on another host");
+    if (!communicator.sameNode(r))
+      throw Error(ErrorCategory::kInvalidArgument, where + ": rank " + std::to_string(r) + " is on another host");
   }
   Impl& impl = *impl_;
   impl.device = communicator.cudaDevice();

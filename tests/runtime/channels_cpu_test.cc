@@ -23,7 +23,8 @@ namespace {
 using testing::runCommunicators;
 
 void expectAllOk(const std::vector<testing::RankOutcome>& outcomes) {
-  for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_TRUE(outcomes[r].ok) << "rank " << r << ": " << outcomes[r].message;
+  for (size_t r = 0; r < outcomes.size(); ++r)
+    EXPECT_TRUE(outcomes[r].ok) << "rank " << r << ": " << outcomes[r].message;
 }
 
 // Runs body(thread) on `threads` threads, as a thread block would.
@@ -176,8 +177,8 @@ TEST(FifoOnHost, TriggersArriveInOrderThroughASmallRingWithBackPressure) {
   std::atomic<uint64_t> lastSync{0};
   std::thread pusher([&] {
     for (uint64_t i = 0; i < kTriggers; ++i) {
-      const uint64_t meta = device::ProxyTrigger::makeMeta(device::kTriggerData, uint32_t(i % 7), uint32_t(i % 11),
-                                                           uint32_t(i % 13));
+      const uint64_t meta =
+          device::ProxyTrigger::makeMeta(device::kTriggerData, uint32_t(i % 7), uint32_t(i % 11), uint32_t(i % 13));
       const uint64_t position = handle.push(i << 33, i * 3, i + (uint64_t(1) << 40), meta);
       EXPECT_EQ(position, i);
       if (i % 1000 == 999) {

@@ -1,13 +1,14 @@
 // Switch channels are opt-in and refused whenever NCCL_NVLS_ENABLE=0: only the refusals are tested.
 // No test creates a multicast object (it can put a shared GPU host out of service).
 
+#include "loom/switch_channel.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
 #include "communicator_test_util.hpp"
 #include "loom/error.hpp"
-#include "loom/switch_channel.hpp"
 
 namespace loom {
 namespace {

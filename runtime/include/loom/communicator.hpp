@@ -38,10 +38,10 @@ class Communicator {
   std::shared_ptr<Bootstrap> sharedBootstrap() const;
   int rank() const;
   int worldSize() const;
-  int node(int rank) const;      // index of the rank's host, in order of first appearance
+  int node(int rank) const;  // index of the rank's host, in order of first appearance
   int nodeCount() const;
-  int localRank() const;         // index of this rank among the ranks of its host
-  int localWorldSize() const;    // ranks on this rank's host
+  int localRank() const;       // index of this rank among the ranks of its host
+  int localWorldSize() const;  // ranks on this rank's host
   bool sameNode(int peer) const;
   // The CUDA device this rank uses, -1 when it runs on host memory only.
   int cudaDevice() const;

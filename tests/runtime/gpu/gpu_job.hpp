@@ -16,14 +16,14 @@
 #include "loom/launch_environment.hpp"
 
 // A failed call prints where and why, and the device diagnostic if a wait timed out, then aborts.
-#define LOOM_CUDA_OK(call)                                                                              \
-  do {                                                                                                  \
-    cudaError_t status_ = (call);                                                                       \
-    if (status_ != cudaSuccess) {                                                                       \
+#define LOOM_CUDA_OK(call)                                                                             \
+  do {                                                                                                 \
+    cudaError_t status_ = (call);                                                                      \
+    if (status_ != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(status_)); \
-      ::loom::testing::reportDeviceDiagnostic();                                                        \
-      std::abort();                                                                                     \
-    }                                                                                                   \
+      ::loom::testing::reportDeviceDiagnostic();                                                       \
+      std::abort();                                                                                    \
+    }                                                                                                  \
   } while (0)
 
 namespace loom::testing {

@@ -55,9 +55,9 @@ LOOM_HOST_DEVICE uint64_t nowNs() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(time));
   return time;
 #else
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
+  return uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 #endif
 }
 
@@ -97,8 +97,8 @@ LOOM_HOST_DEVICE void reportTimeout(const WaitContext& context, WaitKind kind, i
 // polls, and first then, so a wait that is satisfied soon never pays for a timer read. `expected`
 // only goes into the record.
 template <typename Poll, typename Ready>
-LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected,
-                                    Poll poll, Ready ready) {
+LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected, Poll poll,
+                                    Ready ready) {
   uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
     const uint64_t seen = poll();

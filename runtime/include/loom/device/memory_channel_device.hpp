@@ -20,14 +20,12 @@ struct MemoryChannelHandle {
   void* packetBuffer;  // this rank's buffer where the peer's packets land (nullptr if none)
 
   // src + srcOffset -> peer's dst + dstOffset.
-  LOOM_HOST_DEVICE void put(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes, uint32_t thread,
-                            uint32_t threads) {
+  LOOM_HOST_DEVICE void put(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes, uint32_t thread, uint32_t threads) {
     copyBytes(static_cast<uint8_t*>(dst) + dstOffset, static_cast<const uint8_t*>(src) + srcOffset, bytes, thread,
               threads);
   }
   // Peer's dst + dstOffset -> src + srcOffset (a remote read).
-  LOOM_HOST_DEVICE void get(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes, uint32_t thread,
-                            uint32_t threads) {
+  LOOM_HOST_DEVICE void get(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes, uint32_t thread, uint32_t threads) {
     copyBytes(static_cast<uint8_t*>(src) + srcOffset, static_cast<const uint8_t*>(dst) + dstOffset, bytes, thread,
               threads);
   }

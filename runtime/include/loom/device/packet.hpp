@@ -60,8 +60,8 @@ struct alignas(16) LL16Packet {
     uint64_t value = 0;
     if (tryRead(flag, value)) return value;
     spinUntil(
-        context, WaitKind::kPacket, op, flag,
-        [&]() -> uint64_t { return tryRead(flag, value) ? 1 : 0; }, [](uint64_t ok) { return ok != 0; });
+        context, WaitKind::kPacket, op, flag, [&]() -> uint64_t { return tryRead(flag, value) ? 1 : 0; },
+        [](uint64_t ok) { return ok != 0; });
     return value;
   }
 };
@@ -94,8 +94,8 @@ struct alignas(8) LL8Packet {
     uint32_t value = 0;
     if (tryRead(flagValue, value)) return value;
     spinUntil(
-        context, WaitKind::kPacket, op, flagValue,
-        [&]() -> uint64_t { return tryRead(flagValue, value) ? 1 : 0; }, [](uint64_t ok) { return ok != 0; });
+        context, WaitKind::kPacket, op, flagValue, [&]() -> uint64_t { return tryRead(flagValue, value) ? 1 : 0; },
+        [](uint64_t ok) { return ok != 0; });
     return value;
   }
 };

@@ -19,10 +19,8 @@ struct PortChannelHandle {
   uint32_t dstMemory;    // the proxy's index of the peer's memory
   uint32_t srcMemory;    // the proxy's index of this rank's memory
 
-  LOOM_HOST_DEVICE uint64_t push(uint64_t flags, uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes,
-                                 int32_t op) {
-    return fifo.push(dstOffset, srcOffset, bytes, ProxyTrigger::makeMeta(flags, semaphoreId, dstMemory, srcMemory),
-                     op);
+  LOOM_HOST_DEVICE uint64_t push(uint64_t flags, uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes, int32_t op) {
+    return fifo.push(dstOffset, srcOffset, bytes, ProxyTrigger::makeMeta(flags, semaphoreId, dstMemory, srcMemory), op);
   }
   LOOM_HOST_DEVICE void put(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes, int32_t op = -1) {
     push(kTriggerData, dstOffset, srcOffset, bytes, op);
@@ -31,8 +29,7 @@ struct PortChannelHandle {
   LOOM_HOST_DEVICE void putWithSignal(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes, int32_t op = -1) {
     push(kTriggerData | kTriggerSignal, dstOffset, srcOffset, bytes, op);
   }
-  LOOM_HOST_DEVICE void putWithSignalAndFlush(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes,
-                                              int32_t op = -1) {
+  LOOM_HOST_DEVICE void putWithSignalAndFlush(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes, int32_t op = -1) {
     fifo.sync(push(kTriggerData | kTriggerSignal | kTriggerFlush, dstOffset, srcOffset, bytes, op), op);
   }
   LOOM_HOST_DEVICE void flush(int32_t op = -1) { fifo.sync(push(kTriggerFlush, 0, 0, 0, op), op); }
