@@ -43,3 +43,12 @@ std::optional<LocalMemory> MemoryTable::find(uint64_t id) const {
 }
 
 }  // namespace loom
+
+namespace loom {
+
+size_t MemoryTable::size() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->entries.size();
+}
+
+}  // namespace loom

@@ -26,6 +26,7 @@ class MemoryTable {
   // Adds an entry and returns its id and a token whose destruction removes it.
   std::pair<uint64_t, std::shared_ptr<void>> add(const LocalMemory& memory);
   std::optional<LocalMemory> find(uint64_t id) const;
+  size_t size() const;  // live entries (leak tests)
 
  private:
   MemoryTable() = default;

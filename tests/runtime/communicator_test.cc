@@ -6,6 +6,7 @@
 
 #include "communicator_test_util.hpp"
 #include "loom/error.hpp"
+#include "memory_table.hpp"
 #include "registered_memory.hpp"
 
 namespace loom {
@@ -87,6 +88,25 @@ TEST(RegisteredMemory, SerialisationRoundTripsAndRejectsDamage) {
     std::vector<uint8_t> wrongMagic = bytes;
     wrongMagic[0] ^= 0xff;
     EXPECT_THROW(parseRegisteredMemory(wrongMagic), Error);
+  });
+  for (const auto& outcome : outcomes) EXPECT_TRUE(outcome.ok) << outcome.message;
+}
+
+TEST(RegisteredMemory, ThousandCreateDestroyCyclesLeaveNothingBehind) {
+  auto outcomes = runCommunicators(2, [](Communicator& comm) {
+    // The table is the process's, shared by both rank threads: count between barriers.
+    comm.bootstrap().barrier();
+    const size_t before = MemoryTable::process().size();
+    comm.bootstrap().barrier();
+    std::vector<uint8_t> buffer(4096);
+    for (int cycle = 0; cycle < 1000; ++cycle) {
+      RegisteredMemory local = comm.registerMemory(buffer.data() + cycle % 64, 1024, Transport::kTcp);
+      comm.sendMemory(local, 1 - comm.rank(), uint64_t(cycle));
+      RegisteredMemory remote = comm.recvMemory(1 - comm.rank(), uint64_t(cycle));
+      EXPECT_EQ(remote.bytes(), 1024u);
+    }
+    comm.bootstrap().barrier();  // both ranks' registrations are gone by now
+    EXPECT_EQ(MemoryTable::process().size(), before);
   });
   for (const auto& outcome : outcomes) EXPECT_TRUE(outcome.ok) << outcome.message;
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "gpu_job.hpp"
@@ -251,6 +252,39 @@ void checkPortChannel(Transport transport, uint64_t testTag) {
   }
   cudaFree(device);
   job->bootstrap->barrier();
+}
+
+size_t openDescriptors() {
+  size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) count += entry.exists() ? 1 : 0;
+  return count;
+}
+
+// Registration, exchange, IPC mapping (both kinds) and release, a thousand times: device memory and
+// descriptors must come back to where they were.
+TEST(RegisteredMemory, ThousandCyclesWithMappingsLeakNothing) {
+  Communicator& comm = *job->comm;
+  auto cycle = [&](int i) {
+    GpuBuffer buffer(1 << 21, i % 2 ? GpuAllocator::kCuMem : GpuAllocator::kCudaMalloc);
+    RegisteredMemory local = comm.registerMemory(buffer.data(), buffer.bytes(), Transport::kCudaIpc);
+    for (int peer = 0; peer < comm.worldSize(); ++peer) {
+      if (peer != comm.rank()) comm.sendMemory(local, peer, pairTag(comm.rank(), peer, 100000 + i));
+    }
+    for (int peer = 0; peer < comm.worldSize(); ++peer) {
+      if (peer == comm.rank()) continue;
+      RegisteredMemory remote = comm.recvMemory(peer, pairTag(comm.rank(), peer, 100000 + i));
+      ASSERT_NE(remote.data(), nullptr);
+    }
+    job->bootstrap->barrier();  // peers unmap before the owner frees
+  };
+  for (int i = 0; i < 10; ++i) cycle(i);  // warm-up: driver pools and the descriptor socket
+  size_t freeBefore = 0, freeAfter = 0, total = 0;
+  LOOM_CUDA_OK(cudaMemGetInfo(&freeBefore, &total));
+  const size_t descriptorsBefore = openDescriptors();
+  for (int i = 10; i < 1010; ++i) cycle(i);
+  LOOM_CUDA_OK(cudaMemGetInfo(&freeAfter, &total));
+  EXPECT_EQ(openDescriptors(), descriptorsBefore);
+  EXPECT_GE(freeAfter + (8 << 20), freeBefore) << "device memory shrank by " << (freeBefore - freeAfter) << " bytes";
 }
 
 TEST(PortChannel, PutSignalFlushOverCudaIpc) { checkPortChannel(Transport::kCudaIpc, 6); }
