@@ -27,6 +27,7 @@ if ! python3 -m pip install --no-build-isolation --no-deps --upgrade --target "$
 fi
 grep -E "CUDA compiler|architectures" "$logs/build.log" | head -n 3
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+export LOOM_BUILD_DIR="$PWD/build-gpu"  # where tests/runtime/test_runtime_gpu.py finds the GPU programs
 
 echo "== C++ unit tests"
 ctest --test-dir build-gpu --output-on-failure -j 8 >"$logs/ctest.log" 2>&1 || failed+=(ctest)
