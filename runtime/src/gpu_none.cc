@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "gpu.hpp"
 #include "loom/error.hpp"
