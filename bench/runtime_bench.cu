@@ -20,19 +20,6 @@
 
 using loom::device::MemoryChannelHandle;
 
-__global__ void pingPong(MemoryChannelHandle channel, int iterations, bool first) {
-  if (threadIdx.x != 0) return;
-  for (int i = 0; i < iterations; ++i) {
-    if (first) {
-      channel.signal();
-      channel.wait();
-    } else {
-      channel.wait();
-      channel.signal();
-    }
-  }
-}
-
 // Packets bounce between the ranks: the first rank sends call i, the other returns it. Two packet
 // areas (by parity) so a packet of the next round never overwrites one not yet read; the payload
 // sits after both, where unpacking cannot overwrite packets still being read.
@@ -108,6 +95,9 @@ int main(int argc, char** argv) {
   auto semaphore = std::make_shared<loom::MemorySemaphore>(comm, peer, 1);
   loom::MemoryChannel channel(semaphore, remote, local, local, 0);
   const MemoryChannelHandle handle = channel.deviceHandle();
+  MemoryChannelHandle* deviceHandle = nullptr;  // the ping-pong kernel takes handles from device memory
+  LOOM_CUDA_OK(cudaMalloc(&deviceHandle, sizeof(handle)));
+  LOOM_CUDA_OK(cudaMemcpy(deviceHandle, &handle, sizeof(handle), cudaMemcpyHostToDevice));
   Timer timer;
   std::string json = "{";
 
@@ -116,7 +106,7 @@ int main(int argc, char** argv) {
   std::vector<double> roundTrips;
   for (int repeat = 0; repeat < 6; ++repeat) {
     job.bootstrap->barrier();
-    float ms = timer.ms([&] { pingPong<<<1, 32>>>(handle, iterations, first); });
+    float ms = timer.ms([&] { loom::testing::pingPong<<<1, 32>>>(deviceHandle, iterations, first); });
     if (repeat > 0) roundTrips.push_back(ms * 1000.0 / iterations);
   }
   const double roundTripUs = median(roundTrips);

@@ -13,8 +13,29 @@ namespace {
 // address-range and stream-memory functions).
 constexpr unsigned kEntryPointVersion = 12000;
 
-template <typename Fn>
-void resolve(Fn& fn, const char* symbol) {
+CudaDriver load() {
+  CudaDriver driver;
+  resolveDriverEntryPoint(driver.getErrorName, "cuGetErrorName");
+  resolveDriverEntryPoint(driver.memGetAddressRange, "cuMemGetAddressRange");
+  resolveDriverEntryPoint(driver.memRetainAllocationHandle, "cuMemRetainAllocationHandle");
+  resolveDriverEntryPoint(driver.memRelease, "cuMemRelease");
+  resolveDriverEntryPoint(driver.memExportToShareableHandle, "cuMemExportToShareableHandle");
+  resolveDriverEntryPoint(driver.memImportFromShareableHandle, "cuMemImportFromShareableHandle");
+  resolveDriverEntryPoint(driver.memGetAllocationPropertiesFromHandle, "cuMemGetAllocationPropertiesFromHandle");
+  resolveDriverEntryPoint(driver.memGetAllocationGranularity, "cuMemGetAllocationGranularity");
+  resolveDriverEntryPoint(driver.memAddressReserve, "cuMemAddressReserve");
+  resolveDriverEntryPoint(driver.memAddressFree, "cuMemAddressFree");
+  resolveDriverEntryPoint(driver.memCreate, "cuMemCreate");
+  resolveDriverEntryPoint(driver.memMap, "cuMemMap");
+  resolveDriverEntryPoint(driver.memUnmap, "cuMemUnmap");
+  resolveDriverEntryPoint(driver.memSetAccess, "cuMemSetAccess");
+  resolveDriverEntryPoint(driver.streamWriteValue64, "cuStreamWriteValue64");
+  return driver;
+}
+
+}  // namespace
+
+void* driverEntryPoint(const char* symbol) {
   void* pointer = nullptr;
   cudaDriverEntryPointQueryResult result{};
   cudaError_t status =
@@ -24,30 +45,8 @@ void resolve(Fn& fn, const char* symbol) {
     throw Error(ErrorCategory::kCuda, std::string("the CUDA driver lacks ") + symbol + " (" +
                                           cudaGetErrorString(status) + "); is the driver older than CUDA 12?");
   }
-  fn = reinterpret_cast<Fn>(pointer);
+  return pointer;
 }
-
-CudaDriver load() {
-  CudaDriver driver;
-  resolve(driver.getErrorName, "cuGetErrorName");
-  resolve(driver.memGetAddressRange, "cuMemGetAddressRange");
-  resolve(driver.memRetainAllocationHandle, "cuMemRetainAllocationHandle");
-  resolve(driver.memRelease, "cuMemRelease");
-  resolve(driver.memExportToShareableHandle, "cuMemExportToShareableHandle");
-  resolve(driver.memImportFromShareableHandle, "cuMemImportFromShareableHandle");
-  resolve(driver.memGetAllocationPropertiesFromHandle, "cuMemGetAllocationPropertiesFromHandle");
-  resolve(driver.memGetAllocationGranularity, "cuMemGetAllocationGranularity");
-  resolve(driver.memAddressReserve, "cuMemAddressReserve");
-  resolve(driver.memAddressFree, "cuMemAddressFree");
-  resolve(driver.memCreate, "cuMemCreate");
-  resolve(driver.memMap, "cuMemMap");
-  resolve(driver.memUnmap, "cuMemUnmap");
-  resolve(driver.memSetAccess, "cuMemSetAccess");
-  resolve(driver.streamWriteValue64, "cuStreamWriteValue64");
-  return driver;
-}
-
-}  // namespace
 
 const CudaDriver& cudaDriver() {
   static const CudaDriver driver = load();

@@ -28,4 +28,11 @@ struct CudaDriver {
 // Throws a CUDA error naming the entry point that is missing.
 const CudaDriver& cudaDriver();
 
+// Looks one driver entry point up (its CUDA 12.0 ABI form); a CUDA error names it when it is missing.
+void* driverEntryPoint(const char* symbol);
+template <typename Fn>
+void resolveDriverEntryPoint(Fn& fn, const char* symbol) {
+  fn = reinterpret_cast<Fn>(driverEntryPoint(symbol));
+}
+
 }  // namespace loom

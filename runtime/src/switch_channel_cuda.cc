@@ -27,18 +27,11 @@ struct MulticastDriver {
 const MulticastDriver& multicastDriver() {
   static const MulticastDriver driver = [] {
     MulticastDriver d;
-    auto resolve = [](auto& fn, const char* symbol) {
-      void* pointer = nullptr;
-      cudaDriverEntryPointQueryResult result{};
-      checkCuda(cudaGetDriverEntryPointByVersion(symbol, &pointer, 12000, cudaEnableDefault, &result), symbol);
-      if (pointer == nullptr) throw Error(ErrorCategory::kCuda, std::string("the CUDA driver lacks ") + symbol);
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(pointer);
-    };
-    resolve(d.create, "cuMulticastCreate");
-    resolve(d.addDevice, "cuMulticastAddDevice");
-    resolve(d.bindMem, "cuMulticastBindMem");
-    resolve(d.unbind, "cuMulticastUnbind");
-    resolve(d.granularity, "cuMulticastGetGranularity");
+    resolveDriverEntryPoint(d.create, "cuMulticastCreate");
+    resolveDriverEntryPoint(d.addDevice, "cuMulticastAddDevice");
+    resolveDriverEntryPoint(d.bindMem, "cuMulticastBindMem");
+    resolveDriverEntryPoint(d.unbind, "cuMulticastUnbind");
+    resolveDriverEntryPoint(d.granularity, "cuMulticastGetGranularity");
     return d;
   }();
   return driver;

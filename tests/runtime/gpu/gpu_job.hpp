@@ -13,6 +13,7 @@
 
 #include "loom/bootstrap.hpp"
 #include "loom/communicator.hpp"
+#include "loom/device/memory_channel_device.hpp"
 #include "loom/launch_environment.hpp"
 
 // A failed call prints where and why, and the device diagnostic if a wait timed out, then aborts.
@@ -52,6 +53,21 @@ struct GpuJob {
 inline void reportDeviceDiagnostic() {
   if (currentJob == nullptr) return;
   if (auto text = currentJob->comm->deviceDiagnostics().report()) std::fprintf(stderr, "device: %s\n", text->c_str());
+}
+
+// Signal/wait ping-pong on one channel: `first` signals first. Thread 0 of the block plays.
+__global__ inline void pingPong(device::MemoryChannelHandle* channels, int iterations, bool first) {
+  device::MemoryChannelHandle& channel = channels[blockIdx.x];
+  if (threadIdx.x != 0) return;
+  for (int i = 0; i < iterations; ++i) {
+    if (first) {
+      channel.signal();
+      channel.wait();
+    } else {
+      channel.wait();
+      channel.signal();
+    }
+  }
 }
 
 // Bytes that depend on (seed, index) only, so a peer can check them without receiving them.

@@ -51,20 +51,6 @@ __global__ void packetsRoundTrip(device::MemoryChannelHandle* channels, uint64_t
   channel.unpackPackets(outOffset, 0, bytes, threadIdx.x, blockDim.x, flag);
 }
 
-__global__ void pingPong(device::MemoryChannelHandle* channels, int iterations, bool first) {
-  device::MemoryChannelHandle& channel = channels[blockIdx.x];
-  if (threadIdx.x != 0) return;
-  for (int i = 0; i < iterations; ++i) {
-    if (first) {
-      channel.signal();
-      channel.wait();
-    } else {
-      channel.wait();
-      channel.signal();
-    }
-  }
-}
-
 __global__ void portPutSignalFlushWait(device::PortChannelHandle* channels, uint64_t dstOffset, uint64_t srcOffset,
                                        uint64_t bytes) {
   if (threadIdx.x != 0) return;
@@ -201,7 +187,7 @@ TEST(MemoryChannel, SemaphorePingPongKeepsCount) {
   auto* handles = toDevice(mesh.handles);
   // One block per peer; the lower rank of each pair serves first.
   for (size_t i = 0; i < mesh.peers.size(); ++i) {
-    pingPong<<<1, 32>>>(handles + i, 10000, job->rank() < mesh.peers[i]);
+    testing::pingPong<<<1, 32>>>(handles + i, 10000, job->rank() < mesh.peers[i]);
     LOOM_CUDA_OK(cudaDeviceSynchronize());
   }
   for (size_t i = 0; i < mesh.peers.size(); ++i) {

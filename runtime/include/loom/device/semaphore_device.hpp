@@ -12,6 +12,18 @@
 
 namespace loom::device {
 
+// Raises the expected count by one and spins until the inbound counter reaches it. Polls with
+// relaxed loads (cheaper than acquire loads at system scope) and, once the count is there, reads it
+// again with acquire ordering: that load synchronises with the signaller's release.
+LOOM_HOST_DEVICE void waitForCount(uint64_t* inbound, uint64_t* expected, const WaitContext& context, int32_t op,
+                                   bool acquire) {
+  const uint64_t target = ++*expected;
+  spinUntil(
+      context, WaitKind::kSemaphore, op, target, [&] { return loadRelaxed(inbound); },
+      [&](uint64_t seen) { return seen >= target; });
+  if (acquire) (void)loadAcquire(inbound);
+}
+
 // Between two GPUs whose memory is mapped into each other's address space (a memory channel).
 struct MemorySemaphoreHandle {
   uint64_t* inbound;        // this rank's counter; the peer adds to it
@@ -25,21 +37,8 @@ struct MemorySemaphoreHandle {
   // For pure synchronisation: orders nothing but the count itself.
   LOOM_HOST_DEVICE void relaxedSignal() { addRelaxed(remoteInbound, uint64_t(1)); }
 
-  // Polls with relaxed loads (cheaper than acquire loads at system scope) and acquires once, when
-  // the count is there: the acquire load reads it again and synchronises with the peer's release.
-  LOOM_HOST_DEVICE void wait(int32_t op = -1) {
-    const uint64_t target = ++*expected;
-    spinUntil(
-        waitContext, WaitKind::kSemaphore, op, target, [&] { return loadRelaxed(inbound); },
-        [&](uint64_t seen) { return seen >= target; });
-    (void)loadAcquire(inbound);
-  }
-  LOOM_HOST_DEVICE void relaxedWait(int32_t op = -1) {
-    const uint64_t target = ++*expected;
-    spinUntil(
-        waitContext, WaitKind::kSemaphore, op, target, [&] { return loadRelaxed(inbound); },
-        [&](uint64_t seen) { return seen >= target; });
-  }
+  LOOM_HOST_DEVICE void wait(int32_t op = -1) { waitForCount(inbound, expected, waitContext, op, true); }
+  LOOM_HOST_DEVICE void relaxedWait(int32_t op = -1) { waitForCount(inbound, expected, waitContext, op, false); }
   LOOM_HOST_DEVICE bool poll() {
     if (loadAcquire(inbound) <= *expected) return false;
     ++*expected;
@@ -53,13 +52,7 @@ struct HostSemaphoreHandle {
   uint64_t* expected;
   WaitContext waitContext;
 
-  LOOM_HOST_DEVICE void waitSignal(int32_t op = -1) {
-    const uint64_t target = ++*expected;
-    spinUntil(
-        waitContext, WaitKind::kSemaphore, op, target, [&] { return loadRelaxed(inbound); },
-        [&](uint64_t seen) { return seen >= target; });
-    (void)loadAcquire(inbound);
-  }
+  LOOM_HOST_DEVICE void waitSignal(int32_t op = -1) { waitForCount(inbound, expected, waitContext, op, true); }
 };
 
 }  // namespace loom::device
