@@ -26,6 +26,7 @@ def main() -> None:
 
     runs = [json.loads(path.read_text()) for path in args.results]
     figure, (latency, bandwidth) = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / len(runs)
     for index, run in enumerate(runs):
         sizes = sorted(run["ll_one_way_us"], key=int)
         latency.plot([int(s) for s in sizes], [run["ll_one_way_us"][s] for s in sizes], "o-", label=f"run {index + 1}")
@@ -39,7 +40,9 @@ def main() -> None:
         bandwidth.axhline(
             run["copy_engine_gbs"], linestyle="--", color="gray", label="copy engine" if index == 0 else None
         )
-        bandwidth.set_xticks(range(len(shapes)), shapes, rotation=45, fontsize=8)
+        bandwidth.set_xticks(
+            [i + width * (len(runs) - 1) / 2 for i in range(len(shapes))], shapes, rotation=45, fontsize=8
+        )
     round_trips = ", ".join(f"{run['pingpong_round_trip_us']:.2f}" for run in runs)
     latency.set(
         xscale="log", xlabel="bytes", ylabel="µs", title=f"LL packet one-way latency (ping-pong RTT {round_trips} µs)"
