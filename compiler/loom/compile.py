@@ -155,11 +155,11 @@ def compile_file(
 def _verified(text: str, verify: bool) -> str:
     """``text``, after the plan verifier found nothing wrong with it (when ``verify``)."""
     if verify:
-        from loom.verify import check
+        from loom.verify import DEFAULT_CALLS, check
 
         # Three calls: the third is the first to reuse the half of an ll plan's double-buffered
         # scratch that the first used, so a peer running two calls ahead shows up.
-        check(json.loads(text), calls=3)
+        check(json.loads(text), calls=DEFAULT_CALLS)
     return text
 
 

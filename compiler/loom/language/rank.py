@@ -94,8 +94,7 @@ class BaseBuffer:
             fail(f"buffer slice start {start} is after its stop {stop}")
         if stop > length:
             fail(
-                f"chunks {start} to {stop - 1} are out of range: rank {self.rank}'s {self.buffer_type} "
-                f"{'buffer' if self.offset == 0 and self.buffer_type != BufferType.scratch else 'scratch buffer'} "
+                f"chunks {start} to {stop - 1} are out of range: rank {self.rank}'s {self.buffer_type} buffer "
                 f"has {length} chunks"
             )
         return Chunk(self.rank, self.buffer_type, self.offset + start, stop - start)

@@ -21,12 +21,21 @@ from loom.verify.program import Program
 from loom.verify.report import CATEGORIES, Finding, FindingLog, VerificationError, format_findings, summary
 from loom.verify.schedule import Executor
 
+# Three calls: the fewest that show an ``ll`` plan reusing its double-buffered scratch too early.
+# The CLI and ``loom compile`` run the same number.
+DEFAULT_CALLS = 3
 
-def verify(plan: dict, *, calls: int = 2) -> list[Finding]:
-    """The findings of running ``plan`` (a plan dict that passes the schema) for ``calls``
-    consecutive calls, in a fixed order: by category (``CATEGORIES``), rank, thread block, op.
-    Each wrong op is reported once, at the first call it is wrong in; each wrong output chunk once.
-    A deadlock ends the run, so the calls it keeps from finishing are not checked."""
+
+def verify(plan: dict | str | os.PathLike[str], *, calls: int = DEFAULT_CALLS) -> list[Finding]:
+    """The findings of running ``plan`` (a plan dict that passes the schema, or the path of a plan
+    file, see ``load_plan``) for ``calls`` consecutive calls, in a fixed order: by category
+    (``CATEGORIES``), rank, thread block, op. Each wrong op is reported once, at the first call it
+    is wrong in; each wrong output chunk once. A deadlock ends the run, so the calls it keeps from
+    finishing are not checked."""
+    if isinstance(plan, (str, os.PathLike)):
+        plan = load_plan(plan)
+    elif not isinstance(plan, dict):
+        raise InvalidArgumentError(f"plan must be a plan dict or the path of a plan file, got {type(plan).__name__}")
     if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
         raise InvalidArgumentError(f"calls must be a positive integer, got {calls!r}")
     log = FindingLog()
@@ -35,8 +44,10 @@ def verify(plan: dict, *, calls: int = 2) -> list[Finding]:
     return log.sorted()
 
 
-def check(plan: dict, *, calls: int = 2) -> None:
+def check(plan: dict | str | os.PathLike[str], *, calls: int = DEFAULT_CALLS) -> None:
     """``verify``, raising ``VerificationError`` (a ``LoomError``) that lists the findings."""
+    if isinstance(plan, (str, os.PathLike)):
+        plan = load_plan(plan)
     findings = verify(plan, calls=calls)
     if findings:
         raise VerificationError(str(plan.get("name", "<plan>")), findings)
@@ -56,14 +67,14 @@ def load_plan(path: str | os.PathLike[str]) -> dict:
     return plan
 
 
-def verify_file(path: str | os.PathLike[str], *, calls: int = 2) -> list[Finding]:
+def verify_file(path: str | os.PathLike[str], *, calls: int = DEFAULT_CALLS) -> list[Finding]:
     """``verify`` of the plan in ``path`` (see ``load_plan``); a file that does not load or fails
     the schema raises ``PlanError``."""
     return verify(load_plan(path), calls=calls)
 
 
 class _CallableModule(types.ModuleType):
-    def __call__(self, plan: dict, *, calls: int = 2) -> list[Finding]:
+    def __call__(self, plan: dict | str | os.PathLike[str], *, calls: int = DEFAULT_CALLS) -> list[Finding]:
         return verify(plan, calls=calls)
 
 
@@ -71,6 +82,7 @@ sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = [
     "CATEGORIES",
+    "DEFAULT_CALLS",
     "Finding",
     "VerificationError",
     "check",

@@ -56,7 +56,7 @@ def test_scratch_chunk_out_of_range() -> None:
             scratch = Buffer(1, 2)
             scratch[2:3]  # scratch-range
 
-    _expect("scratch-range", "chunks 2 to 2 are out of range: rank 1's scratch scratch buffer has 2 chunks", body)
+    _expect("scratch-range", "chunks 2 to 2 are out of range: rank 1's scratch buffer has 2 chunks", body)
 
 
 def test_channel_of_another_program_is_undeclared() -> None:
