@@ -122,7 +122,7 @@ RegisteredMemory Communicator::registerMemory(void* data, uint64_t bytes, Transp
     std::lock_guard lock(impl.mutex);
     if (transports.has(Transport::kIb)) registerIbMemory(impl.ib(), *memory);
   }
-  auto [id, entry] = MemoryTable::process().add({data, bytes, info.location, info.device});
+  auto [id, entry] = MemoryTable::process().add({data, bytes, info.location, info.device, transports});
   memory->id = id;
   memory->keepAlive = entry;
   return RegisteredMemory(std::move(memory));

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "loom/registered_memory.hpp"
+#include "loom/transport.hpp"
 
 namespace loom {
 
@@ -17,6 +18,7 @@ struct LocalMemory {
   uint64_t bytes = 0;
   MemoryLocation location = MemoryLocation::kHost;
   int deviceId = -1;
+  TransportFlags transports;  // a receiving transport refuses registrations not made for it
 };
 
 class MemoryTable {

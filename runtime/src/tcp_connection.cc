@@ -223,6 +223,10 @@ std::optional<LocalMemory> Receiver::target(const FrameHeader& header, uint64_t 
     refuse(what() + ", which this process does not have");
     return std::nullopt;
   }
+  if (!memory->transports.has(Transport::kTcp)) {
+    refuse(what() + ", which is not registered for tcp");
+    return std::nullopt;
+  }
   if (header.offset > memory->bytes || bytes > memory->bytes - header.offset) {
     refuse(what() + ": range [" + std::to_string(header.offset) + ", " + std::to_string(header.offset) + " + " +
            std::to_string(bytes) + ") is outside its " + std::to_string(memory->bytes) + " bytes");

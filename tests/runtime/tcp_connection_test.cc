@@ -406,7 +406,10 @@ TEST(TcpConnection, FlushTimesOutWhileThePeerIsSilentAndCompletesWhenItAnswers) 
 
 TEST(TcpConnection, DamagedFramesAreRefusedAndCloseTheStream) {
   std::vector<uint8_t> buffer(64, 0x11);
-  auto [id, entry] = MemoryTable::process().add({buffer.data(), buffer.size(), MemoryLocation::kHost, -1});
+  auto [id, entry] =
+      MemoryTable::process().add({buffer.data(), buffer.size(), MemoryLocation::kHost, -1, Transport::kTcp});
+  auto [ibOnly, ibEntry] =
+      MemoryTable::process().add({buffer.data(), buffer.size(), MemoryLocation::kHost, -1, Transport::kIb});
   const uint64_t unknownId = uint64_t{1} << 60;
   struct Case {
     tcp::FrameHeader frame;
@@ -416,6 +419,7 @@ TEST(TcpConnection, DamagedFramesAreRefusedAndCloseTheStream) {
       {{tcp::FrameKind::kWrite, id, 60, 8}, "range [60, 60 + 8) is outside its 64 bytes"},
       {{tcp::FrameKind::kWrite, id, UINT64_MAX, 2}, "is outside its 64 bytes"},
       {{tcp::FrameKind::kWrite, unknownId, 0, 8}, "which this process does not have"},
+      {{tcp::FrameKind::kWrite, ibOnly, 0, 8}, "which is not registered for tcp"},
       {{tcp::FrameKind::kValue, id, 4, 1}, "not 8-byte aligned"},
       {{tcp::FrameKind::kValue, id, 64, 1}, "is outside its 64 bytes"},
       {{tcp::FrameKind(9), id, 0, 0}, "unknown frame kind 9"},
