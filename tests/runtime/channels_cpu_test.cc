@@ -15,6 +15,7 @@
 #include "loom/error.hpp"
 #include "loom/fifo.hpp"
 #include "loom/memory_channel.hpp"
+#include "loom/proxy_service.hpp"
 #include "loom/semaphore.hpp"
 
 namespace loom {
@@ -219,6 +220,64 @@ TEST(FifoOnHost, APushIntoAFullRingThatNobodyDrainsTimesOut) {
             std::string::npos)
       << *report;
   EXPECT_THROW(Fifo(0, false), Error);
+}
+
+// The whole port-channel path on host memory: a host thread in the GPU's role pushes triggers, the
+// proxy carries them out over a TCP connection, the peer's host semaphore counts the signals.
+TEST(PortChannelOnHost, PutSignalFlushThroughTheProxyOverTcp) {
+  expectAllOk(runCommunicators(2, [](Communicator& comm) {
+    const int peer = 1 - comm.rank();
+    const uint64_t bytes = (3 << 20) + 5;
+    std::vector<uint8_t> buffer = randomBytes(200 + comm.rank(), 2 * bytes);
+    RegisteredMemory local = comm.registerMemory(buffer.data(), buffer.size(), Transport::kTcp);
+    comm.sendMemory(local, peer, 1);
+    RegisteredMemory remote = comm.recvMemory(peer, 1);
+    std::shared_ptr<Connection> connection = comm.connect(peer, Transport::kTcp, 1);
+    auto semaphore = std::make_shared<HostSemaphore>(comm, connection, 1);
+    ProxyService proxy(comm, 8);
+    device::PortChannelHandle handle =
+        proxy.portChannel(proxy.addSemaphore(semaphore), proxy.addMemory(remote), proxy.addMemory(local), 4);
+    proxy.start();
+    for (int round = 0; round < 20; ++round) {  // more triggers than FIFO slots
+      handle.put(bytes + 1 + round, round, 1000);
+    }
+    handle.putWithSignalAndFlush(bytes, 0, bytes);
+    handle.wait();  // the peer's signal: its data is here
+    const std::vector<uint8_t> theirs = randomBytes(200 + peer, 2 * bytes);
+    EXPECT_EQ(0, std::memcmp(buffer.data() + bytes, theirs.data(), bytes));
+    EXPECT_EQ(0, std::memcmp(buffer.data(), randomBytes(200 + comm.rank(), bytes).data(), bytes));
+    proxy.check();
+    EXPECT_EQ(proxy.triggersDone(), 21u);
+    comm.bootstrap().barrier();  // both flushed before either connection goes
+  }));
+}
+
+TEST(PortChannelOnHost, AFailedTriggerIsLoggedKeptAndThrownByCheck) {
+  expectAllOk(runCommunicators(2, [](Communicator& comm) {
+    const int peer = 1 - comm.rank();
+    std::vector<uint8_t> buffer(4096);
+    RegisteredMemory local = comm.registerMemory(buffer.data(), buffer.size(), Transport::kTcp);
+    comm.sendMemory(local, peer, 2);
+    RegisteredMemory remote = comm.recvMemory(peer, 2);
+    auto semaphore = std::make_shared<HostSemaphore>(comm, comm.connect(peer, Transport::kTcp, 2), 2);
+    ProxyService proxy(comm);
+    device::PortChannelHandle handle =
+        proxy.portChannel(proxy.addSemaphore(semaphore), proxy.addMemory(remote), proxy.addMemory(local));
+    proxy.start();
+    handle.put(4000, 0, 200);  // past the end of the peer's 4096 bytes
+    handle.flush();
+    try {
+      proxy.check();
+      ADD_FAILURE() << "the failed trigger was not kept";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::kInvalidArgument);
+      EXPECT_NE(std::string(error.what()).find("dst range [4000, 4000 + 200) is outside its 4096 bytes"),
+                std::string::npos)
+          << error.what();
+    }
+    EXPECT_THROW(proxy.portChannel(7, 0, 0), Error);
+    comm.bootstrap().barrier();
+  }));
 }
 
 }  // namespace
