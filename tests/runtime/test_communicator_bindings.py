@@ -77,18 +77,21 @@ def test_tcp_connection_writes_bytes_and_values() -> None:
         connection.flush(10000)
         with pytest.raises(loom.InvalidArgumentError, match="outside"):
             connection.write(theirs, 60000, src, 0, 10000)
-        return array, flags, np.random.default_rng(peer).integers(0, 256, size=1 << 16, dtype=np.uint8)
+        expected = np.random.default_rng(peer).integers(0, 256, size=1 << 16, dtype=np.uint8)
+        # The registrations and the connection must outlive the peer's writes into them.
+        return array, flags, expected, (mine, src, flag, connection)
 
     uid = _native.UniqueId.create("127.0.0.1")
     # Each rank checks what it received only after both flushed: a barrier through the bootstrap.
 
     def rank_body(bootstrap):
         comm = _native.Communicator(bootstrap, host_only=True)
-        array, flags, expected = body(comm)
-        bootstrap.barrier()
+        array, flags, expected, keep_alive = body(comm)
+        bootstrap.barrier()  # both ranks flushed: every write has landed
         assert flags[1] == 42
         assert np.array_equal(array[7 : 7 + 50000], expected[100:50100])
         assert not array[:7].any() and not array[50007:].any()
+        del keep_alive
         return True
 
     results = run_ranks(2, uid, rank_body)
