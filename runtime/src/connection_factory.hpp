@@ -26,8 +26,9 @@ struct ConnectionSetup {
 std::shared_ptr<Connection> connectCudaIpc(const ConnectionSetup& setup);  // cuda_ipc_connection.cc
 std::shared_ptr<Connection> connectTcp(const ConnectionSetup& setup);      // tcp_connection.cc
 
-// InfiniBand (ib_context.cc, ib_connection.cc): one context per communicator and device, opened on
-// first use; a Transport error when libibverbs or the device is missing.
+// InfiniBand (ib_context.cc; connections in ib_connection.cc over ib_queue_pair.cc, with
+// ib_signal_receiver.cc applying write-with-immediate signals): one context per communicator and
+// device, opened on first use; a Transport error when libibverbs or the device is missing.
 class IbContext;
 std::shared_ptr<IbContext> openIbContext(const IbConfig& config);
 // Registers the memory with the context's protection domain: fills ibLkey, ibRkey, ibRegion.

@@ -30,6 +30,8 @@ CudaDriver load() {
   resolveDriverEntryPoint(driver.memUnmap, "cuMemUnmap");
   resolveDriverEntryPoint(driver.memSetAccess, "cuMemSetAccess");
   resolveDriverEntryPoint(driver.streamWriteValue64, "cuStreamWriteValue64");
+  resolveDriverEntryPoint(driver.deviceGetAttribute, "cuDeviceGetAttribute");
+  resolveDriverEntryPoint(driver.memGetHandleForAddressRange, "cuMemGetHandleForAddressRange");
   return driver;
 }
 

@@ -23,6 +23,8 @@ struct CudaDriver {
   decltype(&::cuMemUnmap) memUnmap = nullptr;
   decltype(&::cuMemSetAccess) memSetAccess = nullptr;
   decltype(&::cuStreamWriteValue64) streamWriteValue64 = nullptr;
+  decltype(&::cuDeviceGetAttribute) deviceGetAttribute = nullptr;
+  decltype(&::cuMemGetHandleForAddressRange) memGetHandleForAddressRange = nullptr;
 };
 
 // Throws a CUDA error naming the entry point that is missing.

@@ -64,6 +64,11 @@ std::array<uint8_t, 64> exportLegacyIpcHandle(void* allocationBase);
 // Maps a peer's allocation; the pointer stays valid while the returned owner lives.
 std::shared_ptr<void> openLegacyIpcHandle(const std::array<uint8_t, 64>& handle, void** pointer);
 int exportPosixFd(void* allocationBase);  // the caller owns the descriptor
+
+// A dma-buf descriptor covering [data, data + bytes) of device memory, for RDMA registration
+// without nvidia-peermem; `offset` receives where `data` lies in it. -1 when the device or driver
+// does not support dma-buf. The caller owns the descriptor.
+int exportDmabuf(const void* data, uint64_t bytes, uint64_t* offset);
 std::shared_ptr<void> importPosixFd(int fd, uint64_t allocationBytes, int device, void** pointer);
 
 // A stream of the current device and its work, used by host-driven transports.

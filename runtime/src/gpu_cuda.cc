@@ -137,6 +137,29 @@ int exportPosixFd(void* allocationBase) {
   return fd;
 }
 
+int exportDmabuf(const void* data, uint64_t bytes, uint64_t* offset) {
+  const PointerInfo info = pointerInfo(data);
+  if (info.location != MemoryLocation::kDevice) return -1;
+  const CudaDriver& driver = cudaDriver();
+  int supported = 0;
+  if (driver.deviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, info.device) != CUDA_SUCCESS ||
+      !supported) {
+    return -1;
+  }
+  // The range must start and end on host pages.
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t address = reinterpret_cast<uint64_t>(data);
+  const uint64_t begin = address / page * page;
+  const uint64_t end = (address + bytes + page - 1) / page * page;
+  int fd = -1;
+  if (driver.memGetHandleForAddressRange(&fd, begin, end - begin, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) !=
+      CUDA_SUCCESS) {
+    return -1;
+  }
+  *offset = address - begin;
+  return fd;
+}
+
 std::shared_ptr<void> importPosixFd(int fd, uint64_t allocationBytes, int device, void** pointer) {
   const CudaDriver& driver = cudaDriver();
   CUmemGenericAllocationHandle handle{};

@@ -41,6 +41,7 @@ PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& other) noexcept
 std::array<uint8_t, 64> exportLegacyIpcHandle(void*) { noCuda("CUDA IPC"); }
 std::shared_ptr<void> openLegacyIpcHandle(const std::array<uint8_t, 64>&, void**) { noCuda("CUDA IPC"); }
 int exportPosixFd(void*) { noCuda("CUDA IPC"); }
+int exportDmabuf(const void*, uint64_t, uint64_t*) { return -1; }
 std::shared_ptr<void> importPosixFd(int, uint64_t, int, void**) { noCuda("CUDA IPC"); }
 
 Stream::Stream(int device) : device_(device) { noCuda("a CUDA stream"); }

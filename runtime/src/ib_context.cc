@@ -1,9 +1,12 @@
 #include "ib_context.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
 #include "connection_factory.hpp"
+#include "gpu.hpp"
 #include "loom/error.hpp"
 #include "registered_memory_impl.hpp"
 
@@ -184,19 +187,34 @@ IbHandle<ibv_mr> IbContext::registerRegion(void* data, uint64_t bytes, int acces
   return mr;
 }
 
+IbHandle<ibv_mr> IbContext::registerDmabufRegion(void* data, uint64_t bytes, int access) const {
+  if (api_.regDmabufMr == nullptr) return IbHandle<ibv_mr>(nullptr, {api_.deregMr});
+  uint64_t offset = 0;
+  const int fd = gpu::exportDmabuf(data, bytes, &offset);
+  if (fd < 0) return IbHandle<ibv_mr>(nullptr, {api_.deregMr});
+  // The adapter addresses the region by its virtual address, as peers name it (originalAddress).
+  IbHandle<ibv_mr> mr(api_.regDmabufMr(pd_.get(), offset, bytes, reinterpret_cast<uint64_t>(data), fd, access),
+                      {api_.deregMr});
+  ::close(fd);  // the registration holds its own reference to the buffer
+  return mr;
+}
+
 std::shared_ptr<IbContext> openIbContext(const IbConfig& config) {
   return std::make_shared<IbContext>(activeIbverbsApi(), config);
 }
 
 void registerIbMemory(IbContext& context, RegisteredMemory::Impl& memory) {
   const bool device = memory.location == MemoryLocation::kDevice;
-  // Device memory goes through plain ibv_reg_mr, which needs the nvidia-peermem kernel module.
+  // Device memory goes through dma-buf where the driver and adapter support it, else through plain
+  // ibv_reg_mr, which needs the nvidia-peermem kernel module.
   const std::string what = "rank " + std::to_string(memory.ownerRank) + ": registering " +
                            std::to_string(memory.bytes) + " bytes of " + (device ? "device" : "host") + " memory" +
-                           (device ? " (needs nvidia-peermem)" : "");
+                           (device ? " (no dma-buf support; plain registration needs nvidia-peermem)" : "");
   constexpr int kAccess =
       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  IbHandle<ibv_mr> mr = context.registerRegion(memory.localPointer, memory.bytes, kAccess, what);
+  IbHandle<ibv_mr> mr = device ? context.registerDmabufRegion(memory.localPointer, memory.bytes, kAccess)
+                               : IbHandle<ibv_mr>(nullptr, {context.api().deregMr});
+  if (!mr) mr = context.registerRegion(memory.localPointer, memory.bytes, kAccess, what);
   memory.ibLkey = mr->lkey;
   memory.ibRkey = mr->rkey;
   // The region keeps the context (its protection domain and device) open until it is deregistered.

@@ -53,6 +53,9 @@ class IbContext : public std::enable_shared_from_this<IbContext> {
 
   // Registers [data, data + bytes) with the protection domain; `what` names it in errors.
   IbHandle<ibv_mr> registerRegion(void* data, uint64_t bytes, int access, const std::string& what) const;
+  // Device memory through a dma-buf descriptor (no nvidia-peermem needed); null when the library,
+  // the driver or the adapter cannot, so the caller falls back to registerRegion.
+  IbHandle<ibv_mr> registerDmabufRegion(void* data, uint64_t bytes, int access) const;
 
  private:
   void openDevice();

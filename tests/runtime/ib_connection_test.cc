@@ -13,7 +13,7 @@
 #include <random>
 #include <thread>
 
-#include "bootstrap_test_util.hpp"
+#include "communicator_test_util.hpp"
 #include "connection_factory.hpp"
 #include "fake_ibverbs.hpp"
 #include "loom/communicator.hpp"
@@ -37,20 +37,13 @@ IbConfig fakeConfig(IbSignalMode mode = IbSignalMode::kAtomic) {
   return config;
 }
 
-// runCommunicators (communicator_test_util.hpp) with this test's InfiniBand configuration per rank.
 std::vector<RankOutcome> runIb(int worldSize, const std::function<IbConfig(int)>& configOf,
-                               const std::function<void(Communicator&)>& body, int64_t timeoutMs = 10000) {
-  UniqueId id = UniqueId::create("127.0.0.1");
-  return testing::runRanks(worldSize, id, timeoutMs, testing::allRanks(worldSize), [&](Bootstrap& bootstrap) {
-    const int rank = bootstrap.rank();
-    Communicator communicator(std::make_shared<Bootstrap>(std::move(bootstrap)), configOf(rank),
-                              Communicator::kHostOnly);
-    body(communicator);
-  });
+                               const std::function<void(Communicator&)>& body) {
+  return testing::runCommunicators(worldSize, configOf, body);
 }
 
 std::vector<RankOutcome> runIb(int worldSize, const IbConfig& config, const std::function<void(Communicator&)>& body) {
-  return runIb(
+  return testing::runCommunicators(
       worldSize, [&](int) { return config; }, body);
 }
 
