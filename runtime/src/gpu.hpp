@@ -33,7 +33,9 @@ struct PointerInfo {
 // Host memory (including memory unknown to CUDA) or device memory with its allocation.
 PointerInfo pointerInfo(const void* pointer);
 
-// A synchronous copy between any two pointers of this process (host or device).
+// A synchronous copy between any two pointers of this process (host or device), on a non-blocking
+// stream of the calling thread: it never waits for kernels, so a proxy may copy while a kernel waits
+// for it.
 void copy(void* dst, const void* src, uint64_t bytes);
 
 // Page-locked host memory, mapped into the device's address space when `mapped` (so kernels can

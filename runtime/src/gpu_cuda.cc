@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <utility>
 
 #include "cuda_check.hpp"
@@ -66,12 +67,37 @@ PointerInfo pointerInfo(const void* pointer) {
   return info;
 }
 
+namespace {
+
+// This thread's copy stream on the current device. Non-blocking: a copy on the legacy default
+// stream (plain cudaMemcpy) would wait for every kernel of the device, including the one waiting
+// for this very copy (a kernel that flushes a port channel whose proxy stages through the host).
+cudaStream_t copyStream() {
+  struct Streams {
+    std::map<int, cudaStream_t> byDevice;
+    ~Streams() {
+      for (auto& [device, stream] : byDevice) cudaStreamDestroy(stream);
+    }
+  };
+  thread_local Streams streams;
+  int device = 0;
+  checkCuda(cudaGetDevice(&device), "cudaGetDevice");
+  cudaStream_t& stream = streams.byDevice[device];
+  if (stream == nullptr) checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  return stream;
+}
+
+}  // namespace
+
 void copy(void* dst, const void* src, uint64_t bytes) {
   if (deviceCount() == 0) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  checkCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy of " + std::to_string(bytes) + " bytes");
+  cudaStream_t stream = copyStream();
+  const std::string what = "cudaMemcpyAsync of " + std::to_string(bytes) + " bytes";
+  checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), what);
+  checkCuda(cudaStreamSynchronize(stream), what);
 }
 
 PinnedHostBuffer::PinnedHostBuffer(uint64_t bytes, bool mapped) : bytes_(bytes) {
