@@ -126,6 +126,22 @@ TEST(MemoryChannelOnHost, PacketsCarryDataWithTheirFlagAndIgnoreStaleOnes) {
   }));
 }
 
+TEST(MemoryChannelOnHost, GetPacketsPullsPacketsThePeerStagedLocally) {
+  expectAllOk(runCommunicators(2, [](Communicator& comm) {
+    const uint64_t bytes = 1003;
+    const uint64_t area = device::packetBufferBytes<device::LL16Packet>(bytes);
+    const uint64_t out = area + 64;
+    PairChannel pair(comm, out + bytes, 5);
+    std::vector<uint8_t> data = randomBytes(77 + comm.rank(), bytes);
+    // Stage our own packets in our buffer (flag 9), then pull the peer's from its buffer.
+    device::putPackets(reinterpret_cast<device::LL16Packet*>(pair.buffer.data()), data.data(), bytes, 9, 0, 1);
+    device::MemoryChannelHandle handle = pair.channel->deviceHandle();
+    onThreads(3, [&](uint32_t t) { handle.getPackets(out, 0, bytes, t, 3, 9); });
+    EXPECT_EQ(0, std::memcmp(pair.buffer.data() + out, randomBytes(77 + 1 - comm.rank(), bytes).data(), bytes));
+    comm.bootstrap().barrier();
+  }));
+}
+
 TEST(LL8Packet, RoundTripsAndRejectsOtherFlags) {
   device::LL8Packet packet{};
   packet.write(0xdeadbeef, 42);

@@ -52,6 +52,15 @@ struct MemoryChannelHandle {
                           bytes, flag, thread, threads, semaphore.waitContext, op);
   }
 
+  // Packets the peer wrote into its own buffer (dst + packetOffset), read over the link into src +
+  // srcOffset, waiting for `flag`: the pull form, for a peer that stages packets locally.
+  LOOM_HOST_DEVICE void getPackets(uint64_t srcOffset, uint64_t packetOffset, uint64_t bytes, uint32_t thread,
+                                   uint32_t threads, uint32_t flag, int32_t op = -1) {
+    device::unpackPackets(static_cast<uint8_t*>(src) + srcOffset,
+                          reinterpret_cast<const LL16Packet*>(static_cast<uint8_t*>(dst) + packetOffset), bytes, flag,
+                          thread, threads, semaphore.waitContext, op);
+  }
+
   LOOM_HOST_DEVICE void signal() { semaphore.signal(); }
   LOOM_HOST_DEVICE void relaxedSignal() { semaphore.relaxedSignal(); }
   LOOM_HOST_DEVICE void wait(int32_t op = -1) { semaphore.wait(op); }
