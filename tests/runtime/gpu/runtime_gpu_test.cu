@@ -59,6 +59,16 @@ __global__ void portPutSignalFlushWait(device::PortChannelHandle* channels, uint
   channel.wait();
 }
 
+// Each rank stages its packets in its own buffer and pulls the peer's over NVLink.
+__global__ void stageThenPull(device::MemoryChannelHandle* channels, uint64_t payload, uint64_t area, uint64_t out,
+                              uint64_t bytes, uint32_t flag) {
+  device::MemoryChannelHandle& channel = channels[blockIdx.x];
+  auto* local = static_cast<uint8_t*>(channel.src);
+  device::putPackets(reinterpret_cast<device::LL16Packet*>(local + area), local + payload, bytes, flag, threadIdx.x,
+                     blockDim.x);
+  channel.getPackets(out, area, bytes, threadIdx.x, blockDim.x, flag);
+}
+
 template <typename T>
 T* toDevice(const std::vector<T>& values) {
   T* out = nullptr;
@@ -179,6 +189,26 @@ TEST(MemoryChannel, PacketsArriveWithEveryNewFlagWithoutClearing) {
           << "call " << call << " from peer " << mesh.peers[i];
     }
   }
+  job->bootstrap->barrier();
+}
+
+TEST(MemoryChannel, GetPacketsPullsWhatThePeerStaged) {
+  const uint64_t bytes = 65541;
+  const uint64_t area = 128 * 1024, out = area + 2 * device::packetBufferBytes<device::LL16Packet>(bytes);
+  MeshChannels mesh(out + bytes, 8);
+  const int me = job->rank();
+  for (size_t i = 0; i < mesh.peers.size(); ++i) {
+    std::vector<uint8_t> payload = testing::patternBytes(seedOf(me, mesh.peers[i], 50), bytes);
+    LOOM_CUDA_OK(cudaMemcpy(mesh.buffers[i].data(), payload.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  auto* handles = toDevice(mesh.handles);
+  stageThenPull<<<mesh.peers.size(), 512>>>(handles, 0, area, out, bytes, 77);
+  LOOM_CUDA_OK(cudaDeviceSynchronize());
+  for (size_t i = 0; i < mesh.peers.size(); ++i) {
+    std::vector<uint8_t> got = fromDevice(static_cast<uint8_t*>(mesh.buffers[i].data()) + out, bytes);
+    EXPECT_EQ(got, testing::patternBytes(seedOf(mesh.peers[i], me, 50), bytes)) << "from peer " << mesh.peers[i];
+  }
+  cudaFree(handles);
   job->bootstrap->barrier();
 }
 
