@@ -14,54 +14,49 @@ bool fits(uint64_t offset, uint64_t bytes, uint64_t size) { return offset <= siz
 
 }  // namespace
 
+// These run for every proxy trigger: the messages are built only when a check fails.
 void Connection::checkWrite(const RegisteredMemory& dst, uint64_t dstOffset, const RegisteredMemory& src,
                             uint64_t srcOffset, uint64_t bytes) const {
-  const std::string where = std::string(transportName(transport())) + " connection from rank " +
-                            std::to_string(localRank_) + " to rank " + std::to_string(remoteRank_) + ": write";
-  if (!dst.valid() || !src.valid()) {
-    throw Error(ErrorCategory::kInvalidArgument,
-                where + ": " + (dst.valid() ? "src" : "dst") + " is not a registration");
-  }
-  if (dst.ownerRank() != remoteRank_) {
-    throw Error(ErrorCategory::kInvalidArgument,
-                where + ": dst belongs to rank " + std::to_string(dst.ownerRank()) + ", not to the peer");
-  }
-  if (!src.isLocal()) throw Error(ErrorCategory::kInvalidArgument, where + ": src is not this process's memory");
-  if (!dst.transports().has(transport())) {
-    throw Error(ErrorCategory::kInvalidArgument, where + ": dst is registered for " + dst.transports().toString() +
-                                                     ", not for " + transportName(transport()));
-  }
+  checkDestination(dst, "write");
+  if (!src.valid()) throw invalid("write", "src is not a registration");
+  if (!src.isLocal()) throw invalid("write", "src is not this process's memory");
   if (!src.transports().has(transport())) {
-    throw Error(ErrorCategory::kInvalidArgument, where + ": src is registered for " + src.transports().toString() +
-                                                     ", not for " + transportName(transport()));
+    throw invalid("write",
+                  "src is registered for " + src.transports().toString() + ", not for " + transportName(transport()));
   }
   if (!fits(dstOffset, bytes, dst.bytes())) {
-    throw Error(ErrorCategory::kInvalidArgument, where + ": dst range " + rangeText(dstOffset, bytes) +
-                                                     " is outside its " + std::to_string(dst.bytes()) + " bytes");
+    throw invalid("write", "dst range " + rangeText(dstOffset, bytes) + " is outside its " +
+                               std::to_string(dst.bytes()) + " bytes");
   }
   if (!fits(srcOffset, bytes, src.bytes())) {
-    throw Error(ErrorCategory::kInvalidArgument, where + ": src range " + rangeText(srcOffset, bytes) +
-                                                     " is outside its " + std::to_string(src.bytes()) + " bytes");
+    throw invalid("write", "src range " + rangeText(srcOffset, bytes) + " is outside its " +
+                               std::to_string(src.bytes()) + " bytes");
   }
 }
 
 void Connection::checkValue(const RegisteredMemory& dst, uint64_t dstOffset) const {
-  const std::string where = std::string(transportName(transport())) + " connection from rank " +
-                            std::to_string(localRank_) + " to rank " + std::to_string(remoteRank_) + ": writeValue";
-  if (!dst.valid()) throw Error(ErrorCategory::kInvalidArgument, where + ": dst is not a registration");
+  checkDestination(dst, "writeValue");
+  if (dstOffset % 8 != 0 || !fits(dstOffset, 8, dst.bytes())) {
+    throw invalid("writeValue", "offset " + std::to_string(dstOffset) + " is not an 8-byte aligned word inside its " +
+                                    std::to_string(dst.bytes()) + " bytes");
+  }
+}
+
+void Connection::checkDestination(const RegisteredMemory& dst, const char* operation) const {
+  if (!dst.valid()) throw invalid(operation, "dst is not a registration");
   if (dst.ownerRank() != remoteRank_) {
-    throw Error(ErrorCategory::kInvalidArgument,
-                where + ": dst belongs to rank " + std::to_string(dst.ownerRank()) + ", not to the peer");
+    throw invalid(operation, "dst belongs to rank " + std::to_string(dst.ownerRank()) + ", not to the peer");
   }
   if (!dst.transports().has(transport())) {
-    throw Error(ErrorCategory::kInvalidArgument, where + ": dst is registered for " + dst.transports().toString() +
-                                                     ", not for " + transportName(transport()));
+    throw invalid(operation,
+                  "dst is registered for " + dst.transports().toString() + ", not for " + transportName(transport()));
   }
-  if (dstOffset % 8 != 0 || !fits(dstOffset, 8, dst.bytes())) {
-    throw Error(ErrorCategory::kInvalidArgument, where + ": offset " + std::to_string(dstOffset) +
-                                                     " is not an 8-byte aligned word inside its " +
-                                                     std::to_string(dst.bytes()) + " bytes");
-  }
+}
+
+Error Connection::invalid(const char* operation, const std::string& detail) const {
+  return Error(ErrorCategory::kInvalidArgument, std::string(transportName(transport())) + " connection from rank " +
+                                                    std::to_string(localRank_) + " to rank " +
+                                                    std::to_string(remoteRank_) + ": " + operation + ": " + detail);
 }
 
 }  // namespace loom

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "connection_factory.hpp"
+#include "errno_text.hpp"
 #include "gpu.hpp"
 #include "loom/error.hpp"
 #include "registered_memory_impl.hpp"
@@ -56,8 +57,7 @@ class DeviceList {
 }  // namespace
 
 void throwVerbError(const std::string& where, const char* verb, int error) {
-  throw Error(ErrorCategory::kTransport,
-              where + ": " + verb + " failed: " + std::strerror(error) + " (errno " + std::to_string(error) + ")");
+  throw Error(ErrorCategory::kTransport, where + ": " + verb + " failed: " + errnoText(error));
 }
 
 void checkVerb(int result, const std::string& where, const char* verb) {

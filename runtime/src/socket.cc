@@ -13,14 +13,11 @@
 #include <thread>
 #include <utility>
 
+#include "errno_text.hpp"
 #include "loom/error.hpp"
 
 namespace loom::net {
 namespace {
-
-std::string errnoText(int error) {
-  return std::string(std::strerror(error)) + " (errno " + std::to_string(error) + ")";
-}
 
 [[noreturn]] void throwErrno(ErrorCategory category, const std::string& what, int error) {
   throw Error(category, what + ": " + errnoText(error));

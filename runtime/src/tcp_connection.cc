@@ -21,6 +21,7 @@
 #include "byte_io.hpp"
 #include "connection_factory.hpp"
 #include "deadline.hpp"
+#include "errno_text.hpp"
 #include "gpu.hpp"
 #include "log.hpp"
 #include "loom/error.hpp"
@@ -42,10 +43,6 @@ constexpr uint32_t kEndpointMagic = 0x4c544345u;
 // the vector insert that putBytes inlines after a put.
 void putEach(ByteWriter& out, std::span<const uint8_t> bytes) {
   for (uint8_t byte : bytes) out.put(byte);
-}
-
-std::string errnoText(int error) {
-  return std::string(std::strerror(error)) + " (errno " + std::to_string(error) + ")";
 }
 
 std::string rankText(int rank) { return "rank " + std::to_string(rank); }

@@ -9,7 +9,9 @@
 // what makes a semaphore update after a put safe. flush() waits until everything posted is done.
 
 #include <cstdint>
+#include <string>
 
+#include "loom/error.hpp"
 #include "loom/registered_memory.hpp"
 #include "loom/transport.hpp"
 
@@ -45,6 +47,9 @@ class Connection {
   void checkValue(const RegisteredMemory& dst, uint64_t dstOffset) const;
 
  private:
+  void checkDestination(const RegisteredMemory& dst, const char* operation) const;
+  Error invalid(const char* operation, const std::string& detail) const;
+
   int localRank_;
   int remoteRank_;
 };
