@@ -22,6 +22,7 @@ from loom.version import __version__
 __all__ = [
     "CudaError",
     "DSLError",
+    "Executor",
     "InvalidArgumentError",
     "LoomError",
     "LoomSystemError",
@@ -38,6 +39,10 @@ _NATIVE_NAMES = {"Plan"}
 
 
 def __getattr__(name: str):
+    if name == "Executor":
+        from loom.executor import Executor
+
+        return Executor
     if name == "verify":  # the plan verifier (loom.verify), loaded on first use to keep `import loom` cheap
         import importlib
 

@@ -8,5 +8,6 @@ void bindRuntime(pybind11::module_& module);    // errors, ibverbs status
 void bindPlan(pybind11::module_& module);       // loom.Plan
 void bindBootstrap(pybind11::module_& module);  // UniqueId, Bootstrap, launch_environment()
 void bindCommunicator(pybind11::module_& module);  // Communicator, RegisteredMemory, Connection
+void bindExecutor(pybind11::module_& module);      // Executor
 
 }  // namespace loom::python

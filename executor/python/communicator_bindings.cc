@@ -17,6 +17,7 @@
 #include "loom/error.hpp"
 #include "loom/switch_channel.hpp"
 #include "py_bootstrap.hpp"
+#include "py_communicator.hpp"
 
 namespace py = pybind11;
 
@@ -45,11 +46,6 @@ std::vector<std::string> transportNames(TransportFlags flags) {
   }
   return names;
 }
-
-// The communicator keeps the bootstrap alive; calls that wait on peers release the GIL.
-struct PyCommunicator {
-  std::shared_ptr<Communicator> communicator;
-};
 
 void bindMemory(py::module_& module) {
   py::class_<RegisteredMemory>(module, "RegisteredMemory",

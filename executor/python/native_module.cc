@@ -11,4 +11,5 @@ PYBIND11_MODULE(_native, module) {
   loom::python::bindPlan(module);
   loom::python::bindBootstrap(module);
   loom::python::bindCommunicator(module);
+  loom::python::bindExecutor(module);
 }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "loom/error.hpp"
@@ -122,6 +123,7 @@ static void checkPlanSize(size_t bytes, const std::string& origin) {
 static Plan decodeAndValidate(simdjson::padded_string_view json, const std::string& origin) {
   Plan plan = decodePlan(json, origin);
   validatePlan(plan, origin);
+  plan.contentHash = std::hash<std::string_view>{}(std::string_view(json.data(), json.size()));
   return plan;
 }
 

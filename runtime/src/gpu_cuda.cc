@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include "cuda_check.hpp"
@@ -144,10 +146,22 @@ std::array<uint8_t, 64> exportLegacyIpcHandle(void* allocationBase) {
 }
 
 std::shared_ptr<void> openLegacyIpcHandle(const std::array<uint8_t, 64>& bytes, void** pointer) {
+  // A process may open a legacy handle only once (a second open of the same allocation fails), and
+  // the executor maps one peer allocation for many buffers in it: share one mapping per handle.
+  static std::mutex mutex;
+  static std::map<std::array<uint8_t, 64>, std::weak_ptr<void>> open;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::erase_if(open, [](const auto& entry) { return entry.second.expired(); });
+  if (std::shared_ptr<void> mapping = open[bytes].lock()) {
+    *pointer = mapping.get();
+    return mapping;
+  }
   cudaIpcMemHandle_t handle{};
   std::memcpy(&handle, bytes.data(), bytes.size());
   checkCuda(cudaIpcOpenMemHandle(pointer, handle, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
-  return std::shared_ptr<void>(*pointer, [](void* mapped) { cudaIpcCloseMemHandle(mapped); });
+  std::shared_ptr<void> mapping(*pointer, [](void* mapped) { cudaIpcCloseMemHandle(mapped); });
+  open[bytes] = mapping;
+  return mapping;
 }
 
 int exportPosixFd(void* allocationBase) {

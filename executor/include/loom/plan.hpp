@@ -150,6 +150,9 @@ struct Plan {
   std::optional<uint32_t> root;
   PlanMetadata metadata;
   std::vector<GpuProgram> gpus;
+  // A hash of the plan's text, set by parse/load: what caches key on and what ranks compare at setup
+  // (a changed plan under the same name never matches).
+  uint64_t contentHash = 0;
 
   // Decode and check a plan. Throws PlanError naming the JSON path of the first problem.
   // `origin` names the text in messages (a file path, or "<memory>").

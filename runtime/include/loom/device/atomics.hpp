@@ -21,12 +21,14 @@ using AtomicRef = cuda::atomic_ref<T, cuda::thread_scope_system>;
 constexpr auto kRelaxed = cuda::memory_order_relaxed;
 constexpr auto kAcquire = cuda::memory_order_acquire;
 constexpr auto kRelease = cuda::memory_order_release;
+constexpr auto kAcqRel = cuda::memory_order_acq_rel;
 #else
 template <typename T>
 using AtomicRef = std::atomic_ref<T>;
 constexpr auto kRelaxed = std::memory_order_relaxed;
 constexpr auto kAcquire = std::memory_order_acquire;
 constexpr auto kRelease = std::memory_order_release;
+constexpr auto kAcqRel = std::memory_order_acq_rel;
 #endif
 
 template <typename T>
@@ -48,6 +50,14 @@ LOOM_HOST_DEVICE void storeRelaxed(T* address, T value) {
 template <typename T>
 LOOM_HOST_DEVICE T fetchAddRelease(T* address, T value) {
   return AtomicRef<T>(*address).fetch_add(value, kRelease);
+}
+template <typename T>
+LOOM_HOST_DEVICE T fetchAddAcqRel(T* address, T value) {
+  return AtomicRef<T>(*address).fetch_add(value, kAcqRel);
+}
+template <typename T>
+LOOM_HOST_DEVICE bool compareExchangeAcqRel(T* address, T& expected, T desired) {
+  return AtomicRef<T>(*address).compare_exchange_strong(expected, desired, kAcqRel, kRelaxed);
 }
 template <typename T>
 LOOM_HOST_DEVICE T fetchAddRelaxed(T* address, T value) {

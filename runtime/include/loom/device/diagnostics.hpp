@@ -15,6 +15,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #endif
 
 namespace loom::device {
@@ -49,6 +50,11 @@ struct WaitContext {
   int32_t peer = -1;
 };
 
+#if !LOOM_DEVICE_PASS
+// The plan thread block the calling host thread runs (set by the CPU backend), for timeout records.
+inline thread_local int32_t hostThreadBlock = -1;
+#endif
+
 LOOM_HOST_DEVICE uint64_t nowNs() {
 #if LOOM_DEVICE_PASS
   uint64_t time;
@@ -73,8 +79,8 @@ LOOM_HOST_DEVICE void reportTimeout(const WaitContext& context, WaitKind kind, i
     record->block = int32_t(blockIdx.x);
     record->thread = int32_t(threadIdx.x);
 #else
-    record->block = -1;
-    record->thread = -1;
+    record->block = hostThreadBlock;
+    record->thread = 0;
 #endif
     record->op = op;
     record->channel = context.channel;
@@ -103,6 +109,10 @@ LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, i
   for (uint32_t spins = 1;; ++spins) {
     const uint64_t seen = poll();
     if (ready(seen)) return seen;
+#if !LOOM_DEVICE_PASS
+    // Host threads (the CPU backend) may outnumber the cores: let the one we wait for run.
+    if ((spins & 63) == 0) std::this_thread::yield();
+#endif
     if (context.timeoutNs > 0 && (spins & 4095) == 0) {
       const uint64_t now = nowNs();
       if (start == 0) {

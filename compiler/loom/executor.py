@@ -1,0 +1,88 @@
+"""``loom.Executor``: run a plan on torch tensors, CuPy or NumPy arrays (anything with DLPack or an
+array interface).
+
+    executor = loom.Executor(communicator)          # a loom._native.Communicator
+    executor.execute(plan, input, output, op="sum")  # on the current stream of the tensors
+
+On a GPU communicator the call is enqueued on ``stream`` (default: the current stream of the tensors'
+framework) and returns at once; on a host-only communicator (the CPU backend) it runs on host threads
+and returns when this rank's part is done. Every rank calls ``execute`` with the same plan and the same
+message size. Buffers are used in place, never copied: a non-contiguous tensor is an error.
+"""
+
+from __future__ import annotations
+
+import os
+
+from loom.errors import InvalidArgumentError
+from loom.native import native_module
+from loom.tensors import BufferView, buffer_view, stream_handle
+
+_OPS = ("sum", "min", "max")
+
+
+class Executor:
+    def __init__(self, communicator: object) -> None:
+        native = native_module()
+        if not isinstance(communicator, native.Communicator):
+            raise InvalidArgumentError(
+                f"communicator: expected a loom._native.Communicator, got {type(communicator).__name__}"
+            )
+        self.communicator = communicator
+        self._native = native.Executor(communicator)
+        self._plans: dict[str, object] = {}
+
+    @property
+    def on_gpu(self) -> bool:
+        return self._native.on_gpu
+
+    def stats(self) -> dict:
+        """Plans and contexts built, launches made: a second call with the same size and buffers builds nothing."""
+        return self._native.stats()
+
+    def execute(self, plan: object, input: object, output: object, op: str = "sum", stream: object = None) -> None:
+        """One collective call of ``plan`` (a loom.Plan or a plan file path) from ``input`` into ``output``."""
+        plan = self._plan(plan)
+        if op not in _OPS:
+            raise InvalidArgumentError(f"op: expected one of {', '.join(_OPS)}, got {op!r}")
+        source = buffer_view(input, "input")
+        target = buffer_view(output, "output")
+        self._check(plan, source, target)
+        handle = stream_handle(stream, [source, target]) if self.on_gpu else self._no_stream(stream)
+        self._native.execute(plan, source.pointer, target.pointer, source.nbytes, source.dtype, op, handle)
+
+    def _plan(self, plan: object) -> object:
+        native = native_module()
+        if isinstance(plan, native.Plan):
+            return plan
+        if isinstance(plan, (str, os.PathLike)):
+            path = os.fspath(plan)
+            if path not in self._plans:
+                self._plans[path] = native.Plan.load(path)
+            return self._plans[path]
+        raise InvalidArgumentError(f"plan: expected a loom.Plan or a plan file path, got {type(plan).__name__}")
+
+    def _check(self, plan: object, source: BufferView, target: BufferView) -> None:
+        if source.dtype != target.dtype:
+            raise InvalidArgumentError(f"output: dtype {target.dtype} differs from the input's {source.dtype}")
+        _, output_bytes = native_module().plan_buffer_bytes(plan, source.nbytes)
+        if target.nbytes != output_bytes:
+            raise InvalidArgumentError(
+                f"output: holds {target.nbytes} bytes, but a {plan.collective} of {source.nbytes}-byte inputs over"
+                f" {plan.world_size} ranks writes {output_bytes}"
+            )
+        wanted = "cuda" if self.on_gpu else "cpu"
+        for name, view in (("input", source), ("output", target)):
+            if view.device != wanted:
+                where = "a GPU" if self.on_gpu else "host threads (a host-only communicator)"
+                raise InvalidArgumentError(f"{name}: lives on {view.device}, but this executor runs on {where}")
+            if self.on_gpu and view.device_index is not None and view.device_index != self.communicator.cuda_device:
+                raise InvalidArgumentError(
+                    f"{name}: is on cuda:{view.device_index}, the communicator uses cuda:{self.communicator.cuda_device}"
+                )
+
+    @staticmethod
+    def _no_stream(stream: object) -> int:
+        if stream not in (None, 0):
+            raise InvalidArgumentError("stream: the CPU backend runs on host threads and takes no stream")
+        return 0

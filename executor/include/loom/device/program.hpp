@@ -1,0 +1,91 @@
+#pragma once
+
+// The flat program the interpreter runs: a plan resolved for one rank and one message size. Every
+// thread block has a contiguous run of fixed-size op records whose chunk references are already
+// byte offsets; operands name a buffer of this rank or of the peer behind a channel. Built on the
+// host (executor/src/resolve.cc), read by the GPU kernel and by the CPU backend alike.
+
+#include <cstdint>
+
+#include "loom/device/diagnostics.hpp"
+#include "loom/device/macros.hpp"
+#include "loom/device/port_channel_device.hpp"
+#include "loom/device/semaphore_device.hpp"
+
+namespace loom::device {
+
+enum class OpCode : uint8_t {
+  kTransfer,    // move or reduce bytes: any mix of local, peer (memory channel) and packet operands
+  kPortPut,     // ask the proxy to copy one local range to each port destination (+ signal, + flush)
+  kSignal,      // one channel per operand
+  kWait,        // one channel per operand
+  kFlush,       // one port channel per operand
+  kBarrier,     // `barrier` counter, `participants` thread blocks
+  kSemAcquire,  // one semaphore per operand
+  kSemRelease,  // one semaphore per operand
+  kNop,         // synchronise the block's threads
+};
+
+inline constexpr uint8_t kOpSyncBefore = 1;   // synchronise the block's threads before the op
+inline constexpr uint8_t kOpSyncAfter = 2;    // and after it
+inline constexpr uint8_t kOpRelaxed = 4;     // signal/wait: no memory ordering, only the count
+inline constexpr uint8_t kOpReduces = 8;      // kTransfer: combine the sources with the call's operator
+inline constexpr uint8_t kOpPortSignal = 16;  // kPortPut: signal after the data
+inline constexpr uint8_t kOpPortFlush = 32;   // kPortPut: and wait until the proxy is done
+
+// Sources and destinations of one transfer are gathered in registers; the resolver keeps ops
+// within this bound (a reduction over every peer of a 64-rank node, plus its local operands).
+inline constexpr uint32_t kMaxTransferOperands = 72;
+
+inline constexpr uint16_t kLocalOperand = 0xFFFF;  // Operand::channel of this rank's own buffers
+
+// A place in a buffer. For kTransfer the byte range has the op's `bytes` of data; a packet operand
+// holds them as LL16 packets (twice the bytes). Sync ops use `channel` (or the semaphore index) only.
+struct Operand {
+  uint64_t offset;       // bytes from the start of the buffer (for LL scratch: of half 0)
+  uint64_t oddOffset;    // added on odd calls: the second half of double-buffered LL scratch
+  uint16_t channel;      // the rank's channel index, or kLocalOperand
+  uint8_t buffer;        // loom::BufferType
+  uint8_t packet;        // 1: LL16 packets live here
+  uint32_t reserved;
+};
+
+struct Op {
+  OpCode code;
+  uint8_t flags;
+  uint8_t srcs;          // operands [first, first + srcs) are sources,
+  uint8_t dsts;          // the next `dsts` destinations (sync ops: all operands count as srcs)
+  uint32_t first;        // index of the first operand in Program::operands
+  uint32_t planOp;       // the op's index in its plan thread block (a pipeline's index for its body)
+  uint32_t barrier;      // kBarrier: the rank's barrier counter
+  uint32_t participants;  // kBarrier: how many thread blocks meet
+  uint32_t reserved;
+  uint64_t bytes;        // kTransfer / kPortPut: data bytes moved
+};
+
+// What the interpreter knows of a channel during one call.
+struct ChannelView {
+  MemorySemaphoreHandle memory;  // memory channels
+  PortChannelHandle port;        // port channels (port.dstMemory is unused: see portMemory)
+  void* peerBuffers[3];          // memory channels: the peer's input, output, scratch mapped here
+  uint32_t portMemory[3];        // port channels: the proxy's ids of the peer's input, output, scratch
+  uint32_t isPort;
+  int32_t peer;
+};
+
+// Everything one rank's interpreter needs for one call; passed to the kernel by value.
+struct Program {
+  const Op* ops;
+  const Operand* operands;
+  const uint32_t* blockOps;   // block b runs ops [blockOps[b], blockOps[b + 1])
+  ChannelView* channels;
+  void* buffers[3];           // this rank's input, output, scratch
+  uint32_t portBuffers[3];    // the proxy's ids of this rank's input, output, scratch
+  uint64_t* callCounts;       // one per block: calls this block has finished (flags, LL halves)
+  uint64_t* semaphores;       // the plan's cross-block semaphores
+  uint64_t* barriers;         // arrivals per barrier
+  WaitContext wait;           // rank, diagnostics record, timeout
+  uint32_t blocks;
+};
+
+}  // namespace loom::device

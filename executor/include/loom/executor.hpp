@@ -1,0 +1,57 @@
+#pragma once
+
+// Runs plans for one rank. Per plan (keyed by its content, not its name) the executor builds once
+// what the plan needs through the runtime: connections, semaphores, channels, scratch, per-block
+// call counters. Per message size and buffer pair it resolves the plan into a flat device program
+// and exchanges buffer registrations with the peers, once, and caches the result. A call then is
+// one kernel launch on the caller's stream, with no host synchronisation: also under CUDA graph
+// capture, whose replays advance the per-call LL flags on the device.
+//
+// Every rank calls execute with the same plan and message size, collectively. A call with new
+// buffers or a new size is a setup step all ranks take together (it exchanges registrations).
+// With a host-only communicator (Communicator::kHostOnly) the same program runs on host threads:
+// the CPU backend, used by the tests and on machines without GPUs.
+
+#include <cstdint>
+#include <memory>
+
+#include "loom/communicator.hpp"
+#include "loom/data_type.hpp"
+#include "loom/plan.hpp"
+
+namespace loom {
+
+struct ExecutorStats {
+  uint64_t plansBuilt = 0;     // plan setups (connections, semaphores, scratch)
+  uint64_t contextsBuilt = 0;  // resolutions with buffer exchange
+  uint64_t launches = 0;
+};
+
+// Bytes of one rank's output for a call whose input is `messageBytes` (n x for all-gather, 1/n for
+// reduce-scatter, the same otherwise).
+uint64_t planOutputBytes(const Plan& plan, uint64_t messageBytes);
+
+class Executor {
+ public:
+  explicit Executor(std::shared_ptr<Communicator> communicator);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // One collective call. `messageBytes`: bytes of this rank's input (docs/plan-format.md); the
+  // output is as large as the collective makes it. `op` must be the operator the plan's
+  // reductions name (the plan's reduce op is honoured, never replaced). `stream`: a cudaStream_t
+  // (nullptr: the legacy default stream) on a GPU; nullptr for the CPU backend.
+  void execute(const Plan& plan, const void* input, void* output, uint64_t messageBytes, DataType type,
+               ReduceOp op, void* stream = nullptr);
+
+  Communicator& communicator() const;
+  bool onGpu() const;
+  ExecutorStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom

@@ -1,0 +1,73 @@
+// loom._native.Executor: runs plans on the communicator's GPU or, for a host-only communicator, on
+// host threads. Buffers arrive as addresses; loom.executor (Python) turns tensors and arrays into
+// them and checks their shapes first.
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+
+#include "bindings.hpp"
+#include "loom/data_type.hpp"
+#include "loom/error.hpp"
+#include "loom/executor.hpp"
+#include "py_communicator.hpp"
+
+namespace py = pybind11;
+
+namespace loom::python {
+namespace {
+
+DataType parseDataType(const std::string& name) {
+  if (auto type = dataTypeFromName(name)) return *type;
+  throw Error(ErrorCategory::kInvalidArgument, "dtype: Loom cannot run '" + name +
+                                                   "' (float32, float16, bfloat16, int32, uint32, float8_e4m3fn, "
+                                                   "float8_e5m2)");
+}
+
+ReduceOp parseReduceOp(const std::string& name) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax}) {
+    if (name == reduceOpName(op)) return op;
+  }
+  throw Error(ErrorCategory::kInvalidArgument, "op: expected 'sum', 'min' or 'max', got '" + name + "'");
+}
+
+}  // namespace
+
+void bindExecutor(py::module_& module) {
+  py::class_<Executor, std::shared_ptr<Executor>>(module, "Executor", "Runs plans for one rank.")
+      .def(py::init([](const PyCommunicator& communicator) {
+             py::gil_scoped_release release;
+             return std::make_shared<Executor>(communicator.communicator);
+           }),
+           py::arg("communicator"))
+      .def(
+          "execute",
+          [](Executor& executor, const Plan& plan, uint64_t input, uint64_t output, uint64_t messageBytes,
+             const std::string& dtype, const std::string& op, uint64_t stream) {
+            const DataType type = parseDataType(dtype);
+            const ReduceOp reduce = parseReduceOp(op);
+            py::gil_scoped_release release;
+            executor.execute(plan, reinterpret_cast<const void*>(input), reinterpret_cast<void*>(output), messageBytes,
+                             type, reduce, reinterpret_cast<void*>(stream));
+          },
+          py::arg("plan"), py::arg("input"), py::arg("output"), py::arg("message_bytes"), py::arg("dtype"),
+          py::arg("op") = "sum", py::arg("stream") = 0,
+          "One collective call on buffers given by address (see loom.Executor for tensors).")
+      .def_property_readonly("on_gpu", &Executor::onGpu)
+      .def("stats", [](const Executor& executor) {
+        ExecutorStats stats = executor.stats();
+        py::dict out;
+        out["plans_built"] = stats.plansBuilt;
+        out["contexts_built"] = stats.contextsBuilt;
+        out["launches"] = stats.launches;
+        return out;
+      });
+  module.def(
+      "plan_buffer_bytes",
+      [](const Plan& plan, uint64_t messageBytes) { return py::make_tuple(messageBytes, planOutputBytes(plan, messageBytes)); },
+      py::arg("plan"), py::arg("message_bytes"), "(input bytes, output bytes) of one call.");
+}
+
+}  // namespace loom::python

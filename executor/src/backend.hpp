@@ -1,0 +1,52 @@
+#pragma once
+
+// Where one rank's interpreter runs: on its GPU (one CUDA block per plan thread block, enqueued on
+// the caller's stream) or on host threads (the CPU backend: one thread per plan thread block, run to
+// completion). The executor above it is the same for both; only memory and launches differ.
+
+#include <cstdint>
+#include <memory>
+
+#include "loom/communicator.hpp"
+#include "loom/data_type.hpp"
+#include "loom/device/program.hpp"
+#include "loom/plan.hpp"
+
+namespace loom {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual bool onGpu() const = 0;
+  // Zeroed memory the interpreter reads and writes: the rank's device memory, or host memory.
+  virtual std::shared_ptr<void> allocate(uint64_t bytes) = 0;
+  virtual void upload(void* dst, const void* src, uint64_t bytes) = 0;
+  // Waits until everything this rank launched has finished (before memory it uses is freed).
+  virtual void synchronize() = 0;
+  // True while the calling thread captures a CUDA graph (setup must not synchronise then).
+  virtual bool capturing(void* stream) const = 0;
+  // One call: grid = program.blocks, `threads` per block. The GPU enqueues on `stream` and returns;
+  // the CPU backend returns when every block is done and throws what a block threw.
+  virtual void launch(const device::Program& program, uint32_t threads, DataType type, ReduceOp op,
+                      void* stream) = 0;
+};
+
+// The GPU backend (CUDA builds, on the communicator's device); the CPU backend (host threads).
+std::unique_ptr<Backend> makeGpuBackend(Communicator& communicator);
+std::unique_ptr<Backend> makeCpuBackend(Communicator& communicator);
+
+// While alive, lets this thread make setup calls (allocations, IPC mappings, copies on a private
+// stream) even while it captures a CUDA graph; a no-op without CUDA.
+class SetupScope {
+ public:
+  SetupScope();
+  ~SetupScope();
+  SetupScope(const SetupScope&) = delete;
+  SetupScope& operator=(const SetupScope&) = delete;
+
+ private:
+  int previousMode_ = 0;
+};
+
+}  // namespace loom

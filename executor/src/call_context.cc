@@ -1,0 +1,99 @@
+#include "call_context.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "loom/error.hpp"
+#include "resolve.hpp"
+
+namespace loom {
+namespace {
+
+uint64_t alignUp(uint64_t value) { return (value + 15) / 16 * 16; }
+
+}  // namespace
+
+CallContext::CallContext(PlanResources& resources, Communicator& communicator, Backend& backend,
+                         uint64_t messageBytes, const void* input, void* output, uint64_t serial) {
+  const uint32_t rank = uint32_t(communicator.rank());
+  ResolvedProgram resolved = resolve(resources.plan(), rank, messageBytes);
+  scratchBytes_ = resolved.scratchBytes;
+  const TransportFlags transports = resources.transports();
+  // Registrations refer to the user's memory, not a copy: nothing is copied per call.
+  local_[0] = communicator.registerMemory(const_cast<void*>(input), resolved.inputBytes, transports);
+  local_[1] = communicator.registerMemory(output, resolved.outputBytes, transports);
+  local_[2] = communicator.registerMemory(resources.scratch(), resources.scratchBytes(), transports);
+  exchange(resources, communicator, serial);
+  upload(resources, backend, resolved);
+  program_.buffers[0] = const_cast<void*>(input);
+  program_.buffers[1] = output;
+  program_.buffers[2] = resources.scratch();
+  program_.callCounts = resources.callCounts();
+  program_.semaphores = resources.semaphores();
+  program_.barriers = resources.barriers();
+  program_.wait = communicator.deviceDiagnostics().waitContext();
+  program_.blocks = resolved.blocks();
+}
+
+// Each rank sends its three registrations to every peer it has a channel to and receives theirs.
+void CallContext::exchange(PlanResources& resources, Communicator& communicator, uint64_t serial) {
+  peerOf_.assign(communicator.worldSize(), -1);
+  for (int peer : resources.peers()) {
+    for (int k = 0; k < 3; ++k) communicator.sendMemory(local_[k], peer, setupTag(serial, uint64_t(k)));
+  }
+  for (int peer : resources.peers()) {
+    peerOf_[peer] = int(peers_.size());
+    PeerBuffers& theirs = peers_.emplace_back();
+    for (int k = 0; k < 3; ++k) theirs.buffers[k] = communicator.recvMemory(peer, setupTag(serial, uint64_t(k)));
+  }
+  if (ProxyService* proxy = resources.proxy()) {
+    for (int k = 0; k < 3; ++k) localProxyIds_[k] = proxy->addMemory(local_[k]);
+    for (PeerBuffers& theirs : peers_) {
+      for (int k = 0; k < 3; ++k) theirs.proxyIds[k] = proxy->addMemory(theirs.buffers[k]);
+    }
+  }
+}
+
+// Ops, operands, block starts and channel views go into one allocation of the backend's memory.
+void CallContext::upload(PlanResources& resources, Backend& backend, const ResolvedProgram& resolved) {
+  const std::vector<ChannelResources>& channels = resources.channels();
+  std::vector<device::ChannelView> views(channels.size());
+  for (size_t i = 0; i < channels.size(); ++i) {
+    const ChannelResources& channel = channels[i];
+    device::ChannelView& view = views[i];
+    const PeerBuffers& theirs = peers_[peerOf_[channel.peer]];
+    view.peer = channel.peer;
+    if (channel.type == ChannelType::kMemory) {
+      view.memory = channel.memory->deviceHandle();
+      view.memory.waitContext.channel = int32_t(resources.program().channels[i].id);
+      view.memory.waitContext.peer = channel.peer;
+      for (int k = 0; k < 3; ++k) view.peerBuffers[k] = theirs.buffers[k].data();
+    } else {
+      view.isPort = 1;
+      view.port = resources.proxy()->portChannel(channel.proxySemaphore, theirs.proxyIds[1], localProxyIds_[0],
+                                                 int(resources.program().channels[i].id));
+      for (int k = 0; k < 3; ++k) view.portMemory[k] = theirs.proxyIds[k];
+    }
+  }
+  for (int k = 0; k < 3; ++k) program_.portBuffers[k] = localProxyIds_[k];
+
+  const uint64_t opsBytes = alignUp(resolved.ops.size() * sizeof(device::Op));
+  const uint64_t operandsBytes = alignUp(resolved.operands.size() * sizeof(device::Operand));
+  const uint64_t blocksBytes = alignUp(resolved.blockOps.size() * sizeof(uint32_t));
+  const uint64_t viewsBytes = alignUp(views.size() * sizeof(device::ChannelView));
+  std::vector<uint8_t> blob(opsBytes + operandsBytes + blocksBytes + viewsBytes);
+  uint8_t* at = blob.data();
+  std::memcpy(at, resolved.ops.data(), resolved.ops.size() * sizeof(device::Op));
+  std::memcpy(at + opsBytes, resolved.operands.data(), resolved.operands.size() * sizeof(device::Operand));
+  std::memcpy(at + opsBytes + operandsBytes, resolved.blockOps.data(), resolved.blockOps.size() * sizeof(uint32_t));
+  std::memcpy(at + opsBytes + operandsBytes + blocksBytes, views.data(), views.size() * sizeof(device::ChannelView));
+  deviceData_ = backend.allocate(blob.size());
+  backend.upload(deviceData_.get(), blob.data(), blob.size());
+  auto* base = static_cast<uint8_t*>(deviceData_.get());
+  program_.ops = reinterpret_cast<const device::Op*>(base);
+  program_.operands = reinterpret_cast<const device::Operand*>(base + opsBytes);
+  program_.blockOps = reinterpret_cast<const uint32_t*>(base + opsBytes + operandsBytes);
+  program_.channels = reinterpret_cast<device::ChannelView*>(base + opsBytes + operandsBytes + blocksBytes);
+}
+
+}  // namespace loom

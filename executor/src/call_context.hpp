@@ -1,0 +1,45 @@
+#pragma once
+
+// One plan resolved for one message size and one pair of buffers, ready to launch: the device
+// program (ops, operands, channel views) in the backend's memory, this rank's buffers registered and
+// the peers' registrations received (mapped, for memory channels; known to the proxy, for port
+// channels). Building one is collective: every rank with a channel to this one takes part.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend.hpp"
+#include "loom/communicator.hpp"
+#include "loom/device/program.hpp"
+#include "loom/registered_memory.hpp"
+#include "plan_resources.hpp"
+
+namespace loom {
+
+class CallContext {
+ public:
+  CallContext(PlanResources& resources, Communicator& communicator, Backend& backend, uint64_t messageBytes,
+              const void* input, void* output, uint64_t serial);
+
+  const device::Program& program() const { return program_; }
+  uint64_t scratchBytes() const { return scratchBytes_; }
+
+ private:
+  struct PeerBuffers {
+    RegisteredMemory buffers[3];  // input, output, scratch
+    uint32_t proxyIds[3] = {0, 0, 0};
+  };
+  void exchange(PlanResources& resources, Communicator& communicator, uint64_t serial);
+  void upload(PlanResources& resources, Backend& backend, const struct ResolvedProgram& resolved);
+
+  RegisteredMemory local_[3];
+  uint32_t localProxyIds_[3] = {0, 0, 0};
+  std::vector<int> peerOf_;  // rank -> index in peers_, -1 when no channel
+  std::vector<PeerBuffers> peers_;
+  std::shared_ptr<void> deviceData_;
+  device::Program program_{};
+  uint64_t scratchBytes_ = 0;
+};
+
+}  // namespace loom

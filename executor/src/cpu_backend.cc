@@ -1,0 +1,64 @@
+// The CPU backend: a rank's program on host threads, one per plan thread block, over host memory.
+// Ranks are host threads of one process (their memory channels map each other's buffers directly);
+// semaphores, packets and flags behave as on the GPU.
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "backend.hpp"
+#include "reduce_dispatch.hpp"
+
+namespace loom {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  bool onGpu() const override { return false; }
+
+  std::shared_ptr<void> allocate(uint64_t bytes) override {
+    // 64-byte aligned, like device memory is at least 16-byte aligned: vector paths apply.
+    const uint64_t rounded = (std::max<uint64_t>(bytes, 1) + 63) / 64 * 64;
+    void* data = std::aligned_alloc(64, rounded);
+    if (data == nullptr) throw Error(ErrorCategory::kSystem, "out of host memory (" + std::to_string(bytes) + " bytes)");
+    std::memset(data, 0, rounded);
+    return std::shared_ptr<void>(data, [](void* p) { std::free(p); });
+  }
+
+  void upload(void* dst, const void* src, uint64_t bytes) override { std::memcpy(dst, src, bytes); }
+  void synchronize() override {}
+  bool capturing(void*) const override { return false; }
+
+  void launch(const device::Program& program, uint32_t, DataType type, ReduceOp op, void* stream) override {
+    if (stream != nullptr) {
+      throw Error(ErrorCategory::kInvalidArgument, "stream: the CPU backend runs on host threads and takes no stream");
+    }
+    std::vector<std::exception_ptr> failures(program.blocks);
+    dispatchReduce(type, op, [&]<typename Reduce>() {
+      std::vector<std::thread> threads;
+      threads.reserve(program.blocks);
+      for (uint32_t block = 0; block < program.blocks; ++block) {
+        threads.emplace_back([&, block] {
+          try {
+            device::hostThreadBlock = int32_t(block);
+            device::runBlock<Reduce>(program, block, 0, 1);
+          } catch (...) {
+            failures[block] = std::current_exception();
+          }
+        });
+      }
+      for (std::thread& thread : threads) thread.join();
+    });
+    for (const std::exception_ptr& failure : failures) {
+      if (failure) std::rethrow_exception(failure);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeCpuBackend(Communicator&) { return std::make_unique<CpuBackend>(); }
+
+}  // namespace loom

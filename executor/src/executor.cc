@@ -1,0 +1,261 @@
+#include "loom/executor.hpp"
+
+#include <algorithm>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "backend.hpp"
+#include "buffer_layout.hpp"
+#include "call_context.hpp"
+#include "loom/error.hpp"
+#include "loom/proxy_service.hpp"
+#include "plan_resources.hpp"
+
+namespace loom {
+namespace {
+
+// Bounds of the caches: plans per executor, contexts (size x buffers) per plan. Evicting is a
+// collective step like building (every rank runs the same calls, so every rank evicts alike).
+constexpr size_t kMaxPlans = 32;
+constexpr size_t kMaxContextsPerPlan = 64;
+
+Error invalid(const std::string& message) { return Error(ErrorCategory::kInvalidArgument, message); }
+
+void collectReduceOps(const std::vector<Op>& ops, std::set<ReduceOp>& found) {
+  for (const Op& op : ops) {
+    if (op.reduceOp) found.insert(*op.reduceOp);
+    collectReduceOps(op.body, found);
+  }
+}
+
+struct ContextKey {
+  uint64_t messageBytes;
+  const void* input;
+  const void* output;
+  bool operator==(const ContextKey&) const = default;
+};
+struct ContextKeyHash {
+  size_t operator()(const ContextKey& k) const {
+    return std::hash<uint64_t>{}(k.messageBytes) ^ std::hash<const void*>{}(k.input) * 31 ^
+           std::hash<const void*>{}(k.output) * 131;
+  }
+};
+
+// A plan's resources and its contexts, least recently used last.
+struct CachedPlan {
+  std::unique_ptr<PlanResources> resources;
+  std::optional<ReduceOp> reduceOp;  // the operator of its reductions; none when it has none
+  std::list<ContextKey> order;
+  std::unordered_map<ContextKey, std::pair<std::unique_ptr<CallContext>, std::list<ContextKey>::iterator>,
+                     ContextKeyHash>
+      contexts;
+};
+
+}  // namespace
+
+struct Executor::Impl {
+  std::shared_ptr<Communicator> communicator;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<ProxyService> proxy;
+  std::mutex mutex;  // one call at a time: setup steps must happen in the same order on every rank
+  std::list<uint64_t> planOrder;
+  std::unordered_map<uint64_t, std::pair<CachedPlan, std::list<uint64_t>::iterator>> plans;
+  uint64_t serial = 0;
+  ExecutorStats stats;
+
+  ProxyService& proxyService() {
+    if (!proxy) {
+      proxy = std::make_unique<ProxyService>(*communicator);
+      proxy->start();
+    }
+    return *proxy;
+  }
+
+  // Before memory a launched program may use is freed or replaced, every rank's earlier calls must
+  // be over: peers write into this rank's scratch and this rank into theirs.
+  void quiesce(void* stream) {
+    if (!backend->capturing(stream)) backend->synchronize();
+    communicator->bootstrap().barrier();
+  }
+
+  CachedPlan& planFor(const Plan& plan, void* stream) {
+    auto found = plans.find(plan.contentHash);
+    if (found != plans.end()) {
+      planOrder.splice(planOrder.begin(), planOrder, found->second.second);
+      return found->second.first;
+    }
+    if (plans.size() >= kMaxPlans) {
+      quiesce(stream);
+      plans.erase(planOrder.back());
+      planOrder.pop_back();
+    }
+    CachedPlan cached;
+    cached.resources = std::make_unique<PlanResources>(
+        plan, *communicator, *backend, [this]() -> ProxyService& { return proxyService(); }, ++serial);
+    std::set<ReduceOp> ops;
+    for (const ThreadBlock& tb : plan.gpu(uint32_t(communicator->rank())).threadblocks) collectReduceOps(tb.ops, ops);
+    if (ops.size() > 1) {
+      throw Error(ErrorCategory::kInvalidPlan, "plan '" + plan.name + "' mixes reduction operators; a call has one");
+    }
+    if (!ops.empty()) cached.reduceOp = *ops.begin();
+    ++stats.plansBuilt;
+    planOrder.push_front(plan.contentHash);
+    auto [it, inserted] = plans.emplace(plan.contentHash, std::make_pair(std::move(cached), planOrder.begin()));
+    return it->second.first;
+  }
+
+  CallContext& contextFor(CachedPlan& cached, uint64_t messageBytes, const void* input, void* output, void* stream) {
+    const ContextKey key{messageBytes, input, output};
+    auto found = cached.contexts.find(key);
+    if (found != cached.contexts.end()) {
+      cached.order.splice(cached.order.begin(), cached.order, found->second.second);
+      return *found->second.first;
+    }
+    SetupScope setup;
+    quiesce(stream);
+    PlanResources& resources = *cached.resources;
+    // Every rank grows its scratch at the same calls (to the largest any rank needs), so every rank
+    // drops the contexts that refer to the old one at the same time.
+    const BufferLayout layout(resources.plan(), messageBytes);
+    uint64_t scratchNeeded = 1;  // every rank registers and sends a scratch, used or not
+    for (const GpuProgram& gpu : resources.plan().gpus) {
+      scratchNeeded = std::max(scratchNeeded, layout.scratchBytes(gpu.scratchChunks));
+    }
+    if (resources.reserveScratch(scratchNeeded)) {
+      // Every context refers to the old scratch (and the peers' old scratch): rebuild them all.
+      cached.contexts.clear();
+      cached.order.clear();
+    }
+    if (cached.contexts.size() >= kMaxContextsPerPlan) {
+      cached.contexts.erase(cached.order.back());
+      cached.order.pop_back();
+    }
+    auto context =
+        std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output, ++serial);
+    ++stats.contextsBuilt;
+    cached.order.push_front(key);
+    auto [it, inserted] = cached.contexts.emplace(key, std::make_pair(std::move(context), cached.order.begin()));
+    return *it->second.first;
+  }
+};
+
+namespace {
+
+bool overlap(const void* a, uint64_t aBytes, const void* b, uint64_t bBytes) {
+  const auto* x = static_cast<const uint8_t*>(a);
+  const auto* y = static_cast<const uint8_t*>(b);
+  return x < y + bBytes && y < x + aBytes;
+}
+
+// In place, input and output are one buffer: where the plan expects the input inside the output.
+void checkBuffers(const Plan& plan, uint32_t rank, const BufferLayout& layout, const void* input, const void* output) {
+  if (input == nullptr) throw invalid("input: null pointer for a message of " + std::to_string(layout.inputBytes()) + " bytes");
+  if (output == nullptr) throw invalid("output: null pointer");
+  const auto* in = static_cast<const uint8_t*>(input);
+  const auto* out = static_cast<const uint8_t*>(output);
+  if (!plan.inplace) {
+    if (overlap(in, layout.inputBytes(), out, layout.outputBytes())) {
+      throw invalid("output: overlaps the input, but plan '" + plan.name +
+                    "' is out of place (compile it with inplace=True for one buffer)");
+    }
+    return;
+  }
+  const uint8_t* expected = out;
+  std::string where = "the output";
+  if (plan.collective == Collective::kAllGather) {
+    expected = out + uint64_t(rank) * layout.inputBytes();
+    where = "rank " + std::to_string(rank) + "'s slot of the output (output + rank x message bytes)";
+  } else if (plan.collective == Collective::kReduceScatter) {
+    expected = out - uint64_t(rank) * layout.outputBytes();
+    where = "the output minus rank x output bytes (the output is rank " + std::to_string(rank) + "'s piece of the input)";
+  }
+  if (in != expected) {
+    throw invalid("input: plan '" + plan.name + "' runs in place, so the input must be " + where);
+  }
+}
+
+}  // namespace
+
+uint64_t planOutputBytes(const Plan& plan, uint64_t messageBytes) {
+  if (plan.collective == Collective::kAllGather) return messageBytes * plan.worldSize;
+  if (plan.collective == Collective::kReduceScatter) return messageBytes / plan.worldSize;
+  return messageBytes;
+}
+
+Executor::Executor(std::shared_ptr<Communicator> communicator) : impl_(std::make_unique<Impl>()) {
+  if (!communicator) throw invalid("communicator: null");
+  impl_->communicator = std::move(communicator);
+  Communicator& comm = *impl_->communicator;
+  impl_->backend = comm.cudaDevice() == Communicator::kHostOnly ? makeCpuBackend(comm) : makeGpuBackend(comm);
+}
+
+Executor::~Executor() {
+  if (!impl_) return;
+  try {
+    // Kernels in flight still use the programs, semaphores and scratch about to be freed.
+    impl_->backend->synchronize();
+  } catch (...) {
+  }
+  impl_->plans.clear();
+  if (impl_->proxy) impl_->proxy->stop();
+}
+
+Communicator& Executor::communicator() const { return *impl_->communicator; }
+bool Executor::onGpu() const { return impl_->backend->onGpu(); }
+ExecutorStats Executor::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->stats;
+}
+
+void Executor::execute(const Plan& plan, const void* input, void* output, uint64_t messageBytes, DataType type,
+                       ReduceOp op, void* stream) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Communicator& comm = *impl_->communicator;
+  const uint32_t rank = uint32_t(comm.rank());
+  if (plan.worldSize != uint32_t(comm.worldSize())) {
+    throw invalid("plan: '" + plan.name + "' is for " + std::to_string(plan.worldSize) +
+                  " ranks, the communicator has " + std::to_string(comm.worldSize()));
+  }
+  if (messageBytes < plan.minMessageBytes || messageBytes > plan.maxMessageBytes) {
+    throw invalid("message bytes: " + std::to_string(messageBytes) + " is outside the range of plan '" + plan.name +
+                  "' (" + std::to_string(plan.minMessageBytes) + " to " + std::to_string(plan.maxMessageBytes) + ")");
+  }
+  const uint32_t elementBytes = dataTypeBytes(type);
+  if (messageBytes % elementBytes != 0) {
+    throw invalid("message bytes: " + std::to_string(messageBytes) + " is not a whole number of " +
+                  std::string(dataTypeName(type)) + " elements (" + std::to_string(elementBytes) + " bytes each)");
+  }
+  const BufferLayout layout(plan, messageBytes);
+  if (layout.outputBytes() % elementBytes != 0 || (plan.collective == Collective::kReduceScatter ||
+                                                   plan.collective == Collective::kAllToAll) &&
+                                                      (messageBytes / plan.worldSize) % elementBytes != 0) {
+    throw invalid("message bytes: " + std::to_string(messageBytes) + " does not split into " +
+                  std::to_string(plan.worldSize) + " whole pieces of " + std::string(dataTypeName(type)) + " elements");
+  }
+  if (messageBytes == 0) return;
+  checkBuffers(plan, rank, layout, input, output);
+  CachedPlan& cached = impl_->planFor(plan, stream);
+  if (cached.reduceOp && *cached.reduceOp != op) {
+    throw invalid("op: plan '" + plan.name + "' reduces with '" + std::string(reduceOpName(*cached.reduceOp)) +
+                  "', the call asks for '" + std::string(reduceOpName(op)) +
+                  "'; compile a plan for that operator");
+  }
+  CallContext& context = impl_->contextFor(cached, messageBytes, input, output, stream);
+  try {
+    impl_->backend->launch(context.program(), plan.threadsPerBlock, type, op, stream);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception&) {
+    // A host-thread wait that timed out (CPU backend) left its record: report who waited for what.
+    comm.deviceDiagnostics().check();
+    throw;
+  }
+  ++impl_->stats.launches;
+}
+
+}  // namespace loom

@@ -1,0 +1,85 @@
+// The GPU backend: the interpreter kernel (one CUDA block per plan thread block) and the memory and
+// copies the executor needs on the rank's device.
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backend.hpp"
+#include "cuda_check.hpp"
+#include "loom/gpu_buffer.hpp"
+#include "reduce_dispatch.hpp"
+
+namespace loom {
+namespace {
+
+template <typename Reduce>
+__global__ void __launch_bounds__(1024) interpret(device::Program program) {
+  device::runBlock<Reduce>(program, blockIdx.x, threadIdx.x, blockDim.x);
+}
+
+class GpuBackend final : public Backend {
+ public:
+  explicit GpuBackend(Communicator& communicator) : communicator_(communicator), device_(communicator.cudaDevice()) {
+    checkCuda(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
+    // Setup copies run on their own non-blocking stream: a copy on the legacy stream would wait
+    // for (and so deadlock against) a kernel still waiting for a peer.
+    checkCuda(cudaStreamCreateWithFlags(&setupStream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
+  ~GpuBackend() override { cudaStreamDestroy(setupStream_); }
+
+  bool onGpu() const override { return true; }
+
+  std::shared_ptr<void> allocate(uint64_t bytes) override {
+    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+    auto buffer = std::make_shared<GpuBuffer>(std::max<uint64_t>(bytes, 16));
+    return std::shared_ptr<void>(buffer, buffer->data());
+  }
+
+  void upload(void* dst, const void* src, uint64_t bytes) override {
+    checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, setupStream_), "cudaMemcpyAsync (setup)");
+    checkCuda(cudaStreamSynchronize(setupStream_), "cudaStreamSynchronize (setup)");
+  }
+
+  void synchronize() override { checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+  bool capturing(void* stream) const override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    checkCuda(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status), "cudaStreamIsCapturing");
+    return status != cudaStreamCaptureStatusNone;
+  }
+
+  void launch(const device::Program& program, uint32_t threads, DataType type, ReduceOp op, void* stream) override {
+    dispatchReduce(type, op, [&]<typename Reduce>() {
+      interpret<Reduce><<<program.blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(program);
+    });
+    const cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess) {
+      // A trap of an earlier call (a device-side wait that timed out) surfaces here: say who waited.
+      communicator_.deviceDiagnostics().check();
+      checkCuda(status, "launching the interpreter kernel");
+    }
+  }
+
+ private:
+  Communicator& communicator_;
+  int device_;
+  cudaStream_t setupStream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeGpuBackend(Communicator& communicator) { return std::make_unique<GpuBackend>(communicator); }
+
+SetupScope::SetupScope() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  previousMode_ = int(mode);
+}
+
+SetupScope::~SetupScope() {
+  auto mode = static_cast<cudaStreamCaptureMode>(previousMode_);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
+}  // namespace loom

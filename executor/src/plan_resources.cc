@@ -1,0 +1,130 @@
+#include "plan_resources.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "loom/error.hpp"
+#include "loom/ibverbs.hpp"
+
+namespace loom {
+namespace {
+
+// The transport of a port channel: the copy engine on one host, else InfiniBand when libibverbs
+// has a device, else TCP; host memory (the CPU backend) always goes over TCP. LOOM_PORT_TRANSPORT
+// (cuda_ipc, ib, tcp) forces one, e.g. to run TCP between GPUs of one host.
+Transport portTransport(Communicator& communicator, int peer, bool gpu) {
+  if (const char* forced = std::getenv("LOOM_PORT_TRANSPORT"); forced != nullptr && *forced != '\0') {
+    const std::string_view name(forced);
+    if (name == "cuda_ipc") return Transport::kCudaIpc;
+    if (name == "ib") return Transport::kIb;
+    if (name == "tcp") return Transport::kTcp;
+    throw Error(ErrorCategory::kInvalidArgument,
+                "LOOM_PORT_TRANSPORT: expected cuda_ipc, ib or tcp, got '" + std::string(name) + "'");
+  }
+  if (!gpu) return Transport::kTcp;
+  if (communicator.sameNode(peer)) return Transport::kCudaIpc;
+  const IbverbsStatus ib = ibverbsStatus();
+  return ib.loaded && !ib.devices.empty() ? Transport::kIb : Transport::kTcp;
+}
+
+void countBarriers(const std::vector<Op>& ops, std::set<uint32_t>& ids) {
+  for (const Op& op : ops) {
+    if (op.type == OpType::kBarrier) ids.insert(op.barrierId);
+    countBarriers(op.body, ids);
+  }
+}
+
+}  // namespace
+
+PlanResources::PlanResources(const Plan& plan, Communicator& communicator, Backend& backend,
+                             const std::function<ProxyService&()>& proxy, uint64_t serial)
+    : plan_(plan), communicator_(communicator), backend_(backend) {
+  if (plan_.worldSize != uint32_t(communicator_.worldSize())) {
+    throw Error(ErrorCategory::kInvalidArgument, "plan: '" + plan_.name + "' is for " +
+                                                     std::to_string(plan_.worldSize) + " ranks, the communicator has " +
+                                                     std::to_string(communicator_.worldSize()));
+  }
+  checkSamePlanEverywhere();
+  const GpuProgram& gpu = program();
+  callCounts_ = backend_.allocate(sizeof(uint64_t) * std::max<size_t>(gpu.threadblocks.size(), 1));
+  std::vector<uint64_t> initial;
+  for (const Semaphore& semaphore : gpu.semaphores) initial.push_back(semaphore.initialValue);
+  semaphores_ = backend_.allocate(sizeof(uint64_t) * std::max<size_t>(initial.size(), 1));
+  if (!initial.empty()) backend_.upload(semaphores_.get(), initial.data(), sizeof(uint64_t) * initial.size());
+  std::set<uint32_t> barrierIds;
+  for (const ThreadBlock& tb : gpu.threadblocks) countBarriers(tb.ops, barrierIds);
+  barriers_ = backend_.allocate(sizeof(uint64_t) * std::max<size_t>(barrierIds.size(), 1));
+  connectChannels(proxy, serial);
+}
+
+// Every rank must run the very same plan: compare content hashes before anything pairs up.
+void PlanResources::checkSamePlanEverywhere() const {
+  const auto* mine = reinterpret_cast<const uint8_t*>(&plan_.contentHash);
+  const std::vector<Bootstrap::Bytes> hashes =
+      communicator_.bootstrap().allGather(std::span<const uint8_t>(mine, sizeof(uint64_t)));
+  std::string differing;
+  for (size_t r = 0; r < hashes.size(); ++r) {
+    if (hashes[r].size() != sizeof(uint64_t) || std::memcmp(hashes[r].data(), mine, sizeof(uint64_t)) != 0) {
+      differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+    }
+  }
+  if (!differing.empty()) {
+    throw Error(ErrorCategory::kInvalidArgument, "plan: rank " + std::to_string(communicator_.rank()) + " runs '" +
+                                                     plan_.name + "' but rank(s) " + differing +
+                                                     " run a different plan (content hashes differ)");
+  }
+}
+
+void PlanResources::connectChannels(const std::function<ProxyService&()>& proxy, uint64_t serial) {
+  const bool gpu = backend_.onGpu();
+  transports_ = TransportFlags(gpu ? Transport::kCudaIpc : Transport::kTcp);
+  std::map<std::pair<int, ChannelType>, uint64_t> ordinals;  // channels of a type to a peer so far
+  std::set<int> peers;
+  for (const Channel& channel : program().channels) {
+    ChannelResources resources;
+    resources.type = channel.type;
+    if (channel.type == ChannelType::kSwitch) {
+      throw Error(ErrorCategory::kInvalidPlan,
+                  "plan '" + plan_.name + "', rank " + std::to_string(communicator_.rank()) + ", channel " +
+                      std::to_string(channel.id) + ": switch channels (NVLS) are not run by this executor");
+    }
+    resources.peer = int(channel.peer);
+    peers.insert(resources.peer);
+    // The i-th channel of a type from a to b pairs with the i-th from b to a: same tag on both ends.
+    const uint64_t ordinal = ordinals[{resources.peer, channel.type}]++;
+    const uint64_t tag = setupTag(serial, (ordinal << 2) | (channel.type == ChannelType::kPort ? 1 : 0));
+    if (channel.type == ChannelType::kMemory) {
+      resources.transport = gpu ? Transport::kCudaIpc : Transport::kTcp;
+      resources.memory = std::make_shared<MemorySemaphore>(communicator_, resources.peer, tag);
+    } else {
+      resources.transport = portTransport(communicator_, resources.peer, gpu);
+      transports_ = transports_ | resources.transport;
+      resources.host =
+          std::make_shared<HostSemaphore>(communicator_, communicator_.connect(resources.peer, resources.transport, tag),
+                                          tag);
+      proxy_ = &proxy();
+      resources.proxySemaphore = proxy_->addSemaphore(resources.host);
+    }
+    channels_.push_back(std::move(resources));
+  }
+  peers_.assign(peers.begin(), peers.end());
+}
+
+bool PlanResources::reserveScratch(uint64_t bytes) {
+  if (bytes <= scratchBytes_) return false;
+  // Grow geometrically (at least 1 MiB) so a sweep of sizes rebuilds rarely.
+  uint64_t capacity = std::max<uint64_t>(scratchBytes_, 1 << 20);
+  while (capacity < bytes) capacity *= 2;
+  scratch_.reset();
+  scratch_ = backend_.allocate(capacity);
+  scratchBytes_ = capacity;
+  return true;
+}
+
+}  // namespace loom

@@ -1,0 +1,278 @@
+#include "resolve.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "loom/error.hpp"
+#include "op_spec.hpp"
+
+namespace loom {
+namespace {
+
+using device::OpCode;
+using device::Operand;
+
+struct Range {
+  Operand operand{};
+  uint64_t bytes = 0;
+  bool data = false;  // input or output: its length counts; scratch chunks are always whole
+};
+
+class Resolver {
+ public:
+  Resolver(const Plan& plan, uint32_t rank, uint64_t messageBytes)
+      : plan_(plan), gpu_(plan.gpu(rank)), rank_(rank), messageBytes_(messageBytes), layout_(plan, messageBytes) {}
+
+  ResolvedProgram run() {
+    out_.inputBytes = layout_.inputBytes();
+    out_.outputBytes = layout_.outputBytes();
+    out_.scratchBytes = layout_.scratchBytes(gpu_.scratchChunks);
+    for (size_t i = 0; i < gpu_.channels.size(); ++i) channelIndex_[gpu_.channels[i].id] = uint16_t(i);
+    for (size_t i = 0; i < gpu_.semaphores.size(); ++i) {
+      semaphoreIndex_[gpu_.semaphores[i].id] = uint32_t(i);
+      out_.semaphoreInitialValues.push_back(gpu_.semaphores[i].initialValue);
+    }
+    // The GPU runs one block per thread block in id order.
+    std::vector<const ThreadBlock*> blocks;
+    for (const ThreadBlock& tb : gpu_.threadblocks) blocks.push_back(&tb);
+    std::sort(blocks.begin(), blocks.end(), [](auto* a, auto* b) { return a->id < b->id; });
+    for (const ThreadBlock* tb : blocks) {
+      tb_ = tb->id;
+      out_.blockOps.push_back(uint32_t(out_.ops.size()));
+      for (size_t i = 0; i < tb->ops.size(); ++i) {
+        const Op& op = tb->ops[i];
+        opIndex_ = uint32_t(i);
+        if (op.type != OpType::kPipeline) {
+          emit(op, 0, 1);
+          continue;
+        }
+        for (uint32_t piece = 0; piece < op.iterations; ++piece) {
+          for (const Op& inner : op.body) emit(inner, piece, op.iterations);
+        }
+      }
+    }
+    out_.blockOps.push_back(uint32_t(out_.ops.size()));
+    out_.barriers = uint32_t(barrierIndex_.size());
+    return std::move(out_);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& detail, ErrorCategory category = ErrorCategory::kInvalidPlan) const {
+    throw Error(category, "plan '" + plan_.name + "', rank " + std::to_string(rank_) + ", tb " + std::to_string(tb_) +
+                              ", op " + std::to_string(opIndex_) + " (" + std::string(opTypeName(opType_)) +
+                              "): " + detail);
+  }
+
+  const Channel& channel(uint32_t id) const { return gpu_.channels[channelIndex_.at(id)]; }
+
+  // The bytes a chunk range covers in this call, for iteration `piece` of `pieces` of a pipeline:
+  // the piece-th slice of the range's nominal length (every chunk counted whole), rounded up to the
+  // chunk alignment, mapped to bytes. The last slice takes the remainder.
+  Range range(const ChunkRef& ref, bool packet, uint32_t piece, uint32_t pieces) const {
+    uint32_t owner = rank_;
+    if (ref.isRemote()) {
+      const Channel& via = channel(ref.channel);
+      if (via.type == ChannelType::kSwitch) {
+        fail("switch channels (NVLS multicast) are not run by this executor; they stay opt-in and untested here");
+      }
+      owner = via.peer;
+    }
+    const uint64_t nominal = uint64_t(ref.count) * layout_.chunkBytes();
+    const uint64_t step = (nominal + pieces - 1) / pieces;
+    const uint64_t slice = (step + layout_.alignment() - 1) / layout_.alignment() * layout_.alignment();
+    const uint64_t a = std::min(uint64_t(piece) * slice, nominal);
+    const uint64_t b = std::min(uint64_t(piece + 1) * slice, nominal);
+    const uint64_t begin = layout_.position(ref.buffer, ref.index, a);
+    Range r;
+    r.bytes = layout_.position(ref.buffer, ref.index, b) - begin;
+    r.data = ref.buffer != BufferType::kScratch;
+    r.operand.offset = begin;
+    r.operand.channel = ref.isRemote() ? channelIndex_.at(ref.channel) : device::kLocalOperand;
+    r.operand.buffer = uint8_t(ref.buffer);
+    r.operand.packet = packet ? 1 : 0;
+    if (ref.buffer == BufferType::kScratch && plan_.protocol == Protocol::kLL) {
+      // LL scratch holds packets: 16 bytes for every 8 of data, in two halves (call parity).
+      r.operand.offset = 2 * begin;
+      r.operand.oddOffset = layout_.scratchHalfBytes(plan_.gpu(owner).scratchChunks);
+    }
+    return r;
+  }
+
+  // The common length of an op's data ranges (scratch ranges take whatever they are given).
+  uint64_t commonBytes(const std::vector<Range>& ranges) const {
+    std::optional<uint64_t> bytes;
+    for (const Range& r : ranges) {
+      if (!r.data) continue;
+      if (bytes && *bytes != r.bytes) {
+        fail("its data ranges cover " + std::to_string(*bytes) + " and " + std::to_string(r.bytes) +
+                 " bytes for a " + std::to_string(messageBytes_) +
+                 "-byte message; the ranges of one op must be equally long (nothing is truncated)",
+             ErrorCategory::kInvalidArgument);
+      }
+      bytes = r.bytes;
+    }
+    if (bytes) return *bytes;
+    return ranges.empty() ? 0 : ranges.front().bytes;
+  }
+
+  void push(OpCode code, uint8_t flags, const std::vector<Range>& srcs, const std::vector<Range>& dsts,
+            uint64_t bytes) {
+    if (code == OpCode::kTransfer && srcs.size() + dsts.size() > device::kMaxTransferOperands) {
+      fail("more than " + std::to_string(device::kMaxTransferOperands) + " sources and destinations in one op");
+    }
+    if (srcs.size() > 255 || dsts.size() > 255) fail("more than 255 sources or destinations");
+    device::Op op{};
+    op.code = code;
+    op.flags = flags;
+    op.srcs = uint8_t(srcs.size());
+    op.dsts = uint8_t(dsts.size());
+    op.first = uint32_t(out_.operands.size());
+    op.planOp = opIndex_;
+    op.bytes = bytes;
+    for (const Range& r : srcs) out_.operands.push_back(r.operand);
+    for (const Range& r : dsts) out_.operands.push_back(r.operand);
+    out_.ops.push_back(op);
+  }
+
+  static uint8_t syncFlags(DataSync sync) {
+    switch (sync) {
+      case DataSync::kNone:
+        return 0;
+      case DataSync::kBefore:
+        return device::kOpSyncBefore;
+      case DataSync::kAfter:
+        return device::kOpSyncAfter;
+      case DataSync::kBoth:
+        return device::kOpSyncBefore | device::kOpSyncAfter;
+    }
+    return 0;
+  }
+
+  void emitSync(const Op& op, OpCode code) {
+    std::vector<Range> operands;
+    for (uint32_t id : op.channels) {
+      Range r;
+      r.operand.channel = channelIndex_.at(id);
+      if (code == OpCode::kWait) claimWaiter(id);
+      operands.push_back(r);
+    }
+    for (uint32_t id : op.semaphores) {
+      Range r;
+      r.operand.channel = uint16_t(semaphoreIndex_.at(id));
+      operands.push_back(r);
+    }
+    push(code, syncFlags(op.dataSync) | (op.relaxed ? device::kOpRelaxed : 0), operands, {}, 0);
+  }
+
+  // A wait raises its channel's expected count, which one thread keeps: two thread blocks waiting
+  // on one channel would each count the other's signals.
+  void claimWaiter(uint32_t channelId) {
+    auto [it, fresh] = waiter_.emplace(channelId, tb_);
+    if (!fresh && it->second != tb_) {
+      fail("channel " + std::to_string(channelId) + " is also waited on by tb " + std::to_string(it->second) +
+           "; the executor needs every channel's waits in one thread block");
+    }
+  }
+
+  void emit(const Op& op, uint32_t piece, uint32_t pieces) {
+    opType_ = op.type;
+    switch (op.type) {
+      case OpType::kSignal:
+        return emitSync(op, OpCode::kSignal);
+      case OpType::kWait:
+        return emitSync(op, OpCode::kWait);
+      case OpType::kFlush:
+        return emitSync(op, OpCode::kFlush);
+      case OpType::kSemAcquire:
+        return emitSync(op, OpCode::kSemAcquire);
+      case OpType::kSemRelease:
+        return emitSync(op, OpCode::kSemRelease);
+      case OpType::kNop:
+        return push(OpCode::kNop, device::kOpSyncBefore, {}, {}, 0);
+      case OpType::kBarrier:
+        return emitBarrier(op);
+      case OpType::kMultimemReduce:
+      case OpType::kMultimemBroadcast:
+        fail("switch channels (NVLS multicast) are not run by this executor; they stay opt-in and untested here");
+      case OpType::kPipeline:
+        fail("pipelines do not nest");
+      default:
+        return emitData(op, piece, pieces);
+    }
+  }
+
+  void emitBarrier(const Op& op) {
+    auto [it, fresh] = barrierIndex_.emplace(op.barrierId, uint32_t(barrierIndex_.size()));
+    (void)fresh;
+    push(OpCode::kBarrier, device::kOpSyncBefore | device::kOpSyncAfter, {}, {}, 0);
+    out_.ops.back().barrier = it->second;
+    out_.ops.back().participants = uint32_t(op.threadblocks.size());
+  }
+
+  void emitData(const Op& op, uint32_t piece, uint32_t pieces) {
+    const bool packetOp = opSpec(op.type).packet;
+    std::vector<Range> srcs, dsts, portDsts;
+    // Sources: `src` first (for reduce_packet it is the local data the packets are added to).
+    // Packet ops whose source is scratch read packets; reductions over `srcs` of a packet op read
+    // packets too.
+    if (op.src) srcs.push_back(range(*op.src, packetOp && op.src->buffer == BufferType::kScratch, piece, pieces));
+    for (const ChunkRef& ref : op.srcs) srcs.push_back(range(ref, packetOp, piece, pieces));
+    if (op.dst) dsts.push_back(range(*op.dst, packetOp && op.dst->buffer == BufferType::kScratch, piece, pieces));
+    if (op.packetDst) dsts.push_back(range(*op.packetDst, true, piece, pieces));
+    for (const ChunkRef& ref : op.dsts) {
+      const bool port = channel(ref.channel).type == ChannelType::kPort;
+      if (port && packetOp) {
+        fail("packets over port channel " + std::to_string(ref.channel) + " are not run by this executor yet");
+      }
+      (port ? portDsts : dsts).push_back(range(ref, packetOp, piece, pieces));
+    }
+    std::vector<Range> all = srcs;
+    all.insert(all.end(), dsts.begin(), dsts.end());
+    all.insert(all.end(), portDsts.begin(), portDsts.end());
+    const uint64_t bytes = commonBytes(all);
+
+    const bool reduces = opSpec(op.type).reduction;
+    uint8_t portFlags = device::kOpSyncBefore;
+    if (op.type == OpType::kPutWithSignal || op.type == OpType::kPutWithSignalAndFlush) portFlags |= device::kOpPortSignal;
+    if (op.type == OpType::kPutWithSignalAndFlush) portFlags |= device::kOpPortFlush;
+
+    if (portDsts.empty()) {
+      return push(OpCode::kTransfer, reduces ? device::kOpReduces : 0, srcs, dsts, bytes);
+    }
+    // The proxy copies from this rank's memory: a plain put sends its source, a reduction first
+    // lands its result in `dst`, which the triggers then send.
+    if (reduces) {
+      if (!op.dst) fail("a reduction sent over a port channel needs a local dst to stage its result");
+      push(OpCode::kTransfer, device::kOpReduces, srcs, dsts, bytes);
+      return push(OpCode::kPortPut, portFlags, {dsts.front()}, portDsts, bytes);
+    }
+    if (!dsts.empty()) push(OpCode::kTransfer, 0, srcs, dsts, bytes);
+    push(OpCode::kPortPut, portFlags, srcs, portDsts, bytes);
+  }
+
+  const Plan& plan_;
+  const GpuProgram& gpu_;
+  const uint32_t rank_;
+  const uint64_t messageBytes_;
+  const BufferLayout layout_;
+  ResolvedProgram out_;
+  std::unordered_map<uint32_t, uint16_t> channelIndex_;
+  std::unordered_map<uint32_t, uint32_t> semaphoreIndex_;
+  std::map<uint32_t, uint32_t> barrierIndex_;
+  std::unordered_map<uint32_t, uint32_t> waiter_;  // channel id -> the tb that waits on it
+  uint32_t tb_ = 0;
+  uint32_t opIndex_ = 0;
+  OpType opType_ = OpType::kNop;
+};
+
+}  // namespace
+
+ResolvedProgram resolve(const Plan& plan, uint32_t rank, uint64_t messageBytes) {
+  if (plan.gpus.empty()) throw Error(ErrorCategory::kInvalidPlan, "plan '" + plan.name + "' has no programs");
+  return Resolver(plan, rank, messageBytes).run();
+}
+
+}  // namespace loom
