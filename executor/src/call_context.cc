@@ -14,15 +14,17 @@ uint64_t alignUp(uint64_t value) { return (value + 15) / 16 * 16; }
 }  // namespace
 
 CallContext::CallContext(PlanResources& resources, Communicator& communicator, Backend& backend,
-                         uint64_t messageBytes, const void* input, void* output, uint64_t serial) {
+                         uint64_t messageBytes, const void* input, void* output, bool bindUserBuffers,
+                         uint64_t serial) {
   const uint32_t rank = uint32_t(communicator.rank());
   ResolvedProgram resolved = resolve(resources.plan(), rank, messageBytes);
   scratchBytes_ = resolved.scratchBytes;
   const TransportFlags transports = resources.transports();
   // Registrations refer to the user's memory, not a copy: nothing is copied per call.
-  local_[0] = communicator.registerMemory(const_cast<void*>(input), resolved.inputBytes, transports);
-  local_[1] = communicator.registerMemory(output, resolved.outputBytes, transports);
   local_[2] = communicator.registerMemory(resources.scratch(), resources.scratchBytes(), transports);
+  local_[0] = bindUserBuffers ? communicator.registerMemory(const_cast<void*>(input), resolved.inputBytes, transports)
+                              : local_[2];
+  local_[1] = bindUserBuffers ? communicator.registerMemory(output, resolved.outputBytes, transports) : local_[2];
   exchange(resources, communicator, serial);
   upload(resources, backend, resolved);
   program_.buffers[0] = const_cast<void*>(input);

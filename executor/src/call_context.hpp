@@ -19,8 +19,10 @@ namespace loom {
 
 class CallContext {
  public:
+  // `bindUserBuffers`: register and exchange input and output; otherwise (peers only reach this
+  // rank's scratch) the scratch registration stands in for them and the launch sets the buffers.
   CallContext(PlanResources& resources, Communicator& communicator, Backend& backend, uint64_t messageBytes,
-              const void* input, void* output, uint64_t serial);
+              const void* input, void* output, bool bindUserBuffers, uint64_t serial);
 
   const device::Program& program() const { return program_; }
   uint64_t scratchBytes() const { return scratchBytes_; }

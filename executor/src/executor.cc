@@ -1,6 +1,7 @@
 #include "loom/executor.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -46,9 +47,39 @@ struct ContextKeyHash {
   }
 };
 
+// Whether any rank reaches a peer's input or output (not only scratch) or uses port channels (whose
+// proxy copies out of registered memory): then a context holds the user's buffers and is keyed by
+// them, and new buffers are a setup step every rank must take at the same call.
+bool bindsUserBuffers(const Plan& plan) {
+  std::function<bool(const std::vector<Op>&)> reaches = [&](const std::vector<Op>& ops) {
+    for (const Op& op : ops) {
+      std::vector<ChunkRef> refs = op.srcs;
+      refs.insert(refs.end(), op.dsts.begin(), op.dsts.end());
+      for (const auto& ref : {op.src, op.dst, op.packetDst}) {
+        if (ref) refs.push_back(*ref);
+      }
+      for (const ChunkRef& ref : refs) {
+        if (ref.isRemote() && ref.buffer != BufferType::kScratch) return true;
+      }
+      if (reaches(op.body)) return true;
+    }
+    return false;
+  };
+  for (const GpuProgram& gpu : plan.gpus) {
+    for (const Channel& channel : gpu.channels) {
+      if (channel.type == ChannelType::kPort) return true;
+    }
+    for (const ThreadBlock& tb : gpu.threadblocks) {
+      if (reaches(tb.ops)) return true;
+    }
+  }
+  return false;
+}
+
 // A plan's resources and its contexts, least recently used last.
 struct CachedPlan {
   std::unique_ptr<PlanResources> resources;
+  bool bindsUserBuffers = true;
   std::optional<ReduceOp> reduceOp;  // the operator of its reductions; none when it has none
   std::list<ContextKey> order;
   std::unordered_map<ContextKey, std::pair<std::unique_ptr<CallContext>, std::list<ContextKey>::iterator>,
@@ -103,6 +134,7 @@ struct Executor::Impl {
       throw Error(ErrorCategory::kInvalidPlan, "plan '" + plan.name + "' mixes reduction operators; a call has one");
     }
     if (!ops.empty()) cached.reduceOp = *ops.begin();
+    cached.bindsUserBuffers = loom::bindsUserBuffers(plan);
     ++stats.plansBuilt;
     planOrder.push_front(plan.contentHash);
     auto [it, inserted] = plans.emplace(plan.contentHash, std::make_pair(std::move(cached), planOrder.begin()));
@@ -110,7 +142,10 @@ struct Executor::Impl {
   }
 
   CallContext& contextFor(CachedPlan& cached, uint64_t messageBytes, const void* input, void* output, void* stream) {
-    const ContextKey key{messageBytes, input, output};
+    // A plan that only ever reaches peers' scratch needs no peer to know this rank's buffers: its
+    // context depends on the size alone, and the buffers of each call go into the launch.
+    const ContextKey key = cached.bindsUserBuffers ? ContextKey{messageBytes, input, output}
+                                                   : ContextKey{messageBytes, nullptr, nullptr};
     auto found = cached.contexts.find(key);
     if (found != cached.contexts.end()) {
       cached.order.splice(cached.order.begin(), cached.order, found->second.second);
@@ -136,7 +171,8 @@ struct Executor::Impl {
       cached.order.pop_back();
     }
     auto context =
-        std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output, ++serial);
+        std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output,
+                                      cached.bindsUserBuffers, ++serial);
     ++stats.contextsBuilt;
     cached.order.push_front(key);
     auto [it, inserted] = cached.contexts.emplace(key, std::make_pair(std::move(context), cached.order.begin()));
@@ -247,7 +283,10 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
   }
   CallContext& context = impl_->contextFor(cached, messageBytes, input, output, stream);
   try {
-    impl_->backend->launch(context.program(), plan.threadsPerBlock, type, op, stream);
+    device::Program program = context.program();
+    program.buffers[0] = const_cast<void*>(input);
+    program.buffers[1] = output;
+    impl_->backend->launch(program, plan.threadsPerBlock, type, op, stream);
   } catch (const Error&) {
     throw;
   } catch (const std::exception&) {

@@ -14,7 +14,7 @@
 // __NV_SATFINITE). NaN stays NaN, as the canonical pattern the hardware writes. The device pass
 // uses the hardware conversions; the host pass does the same rounding on the bits, because no
 // library this project depends on converts to these formats from C++. Both give the same bits for
-// every input, NaN included (checked exhaustively against the device on sm_90).
+// every float input, NaN included (all 2^32 compared on an H100 when this was written).
 
 #include <cstdint>
 #include <cstring>

@@ -1,0 +1,110 @@
+"""One rank of the executor's GPU check (started by ``python -m loom.launch -n N``): every plan file given
+runs on fresh random data for every data type and message size asked for, and its output must match a
+float64 reference. Prints one line per plan and dtype; exits 1 on any mismatch.
+
+    python -m loom.launch -n 2 tests/executor/gpu/plan_check.py --plans DIR --sizes 1024,1000000 --calls 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import zlib
+from pathlib import Path
+
+import torch
+
+import loom
+from loom import _native
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference import DTYPES, check_output, expected_output, make_input  # noqa: E402
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--plans", required=True, help="a folder of plan JSON files (those for this world size run)")
+    parser.add_argument("--sizes", default="1024,4100,65536,1048576", help="message bytes, comma-separated")
+    parser.add_argument("--dtypes", default=",".join(DTYPES))
+    parser.add_argument("--calls", type=int, default=3, help="calls per case, each on fresh data")
+    parser.add_argument("--filter", default="", help="only plan files whose name contains this")
+    return parser.parse_args()
+
+
+def buffers(plan, rank: int, world: int, data: torch.Tensor, stores: dict):
+    """(input, output) for one call, as views at the start of buffers kept across calls: plans that write into
+    peers' buffers set up per buffer address, and every rank must then present the same sequence of them
+    (docs/executor.md). In place, the input is a view into the output (or the output into the input)."""
+    m = data.numel()
+    out_elems = {"allgather": m * world, "reducescatter": m // world}.get(plan.collective, m)
+    if not plan.inplace:
+        source = stores["input"][:m]
+        source.copy_(data)
+        target = stores["output"][:out_elems]
+        target.view(torch.uint8).zero_()
+        return source, target
+    if plan.collective == "allgather":
+        output = stores["output"][:out_elems]
+        output.view(torch.uint8).zero_()
+        output[rank * m : (rank + 1) * m] = data
+        return output[rank * m : (rank + 1) * m], output
+    source = stores["input"][:m]
+    source.copy_(data)
+    if plan.collective == "reducescatter":
+        return source, source[rank * out_elems : (rank + 1) * out_elems]
+    return source, source
+
+
+def main() -> int:
+    args = arguments()
+    bootstrap = _native.Bootstrap.from_environment()
+    rank, world = bootstrap.rank, bootstrap.world_size
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    communicator = _native.Communicator(bootstrap)
+    executor = loom.Executor(communicator)
+    failures = 0
+    plans = sorted(p for p in Path(args.plans).glob("*.json") if args.filter in p.name)
+    for path in plans:
+        plan = _native.Plan.load(str(path))
+        if plan.world_size != world:
+            continue
+        for dtype_name in args.dtypes.split(","):
+            worst, cases = 0.0, 0
+            largest = max(int(x) for x in args.sizes.split(",")) // DTYPES[dtype_name].itemsize + 1
+            stores = {
+                "input": torch.empty(largest, dtype=DTYPES[dtype_name], device="cuda"),
+                "output": torch.empty(largest * world, dtype=DTYPES[dtype_name], device="cuda"),
+            }
+            for size in (int(s) for s in args.sizes.split(",")):
+                unit = DTYPES[dtype_name].itemsize * (world if plan.collective in ("reducescatter", "alltoall") else 1)
+                size = size // unit * unit
+                if not plan.min_message_bytes <= size <= plan.max_message_bytes or size == 0:
+                    continue
+                for call in range(args.calls):
+                    seed = zlib.crc32(f"{path.name} {dtype_name} {size} {call}".encode())
+                    inputs = [make_input(seed, r, size, dtype_name, "cuda") for r in range(world)]
+                    source, target = buffers(plan, rank, world, inputs[rank], stores)
+                    try:
+                        executor.execute(plan, source, target)
+                        torch.cuda.synchronize()
+                    except Exception:
+                        print(f"rank {rank} ERROR in {path.name} {dtype_name} {size} B call {call}; stats"
+                              f" {executor.stats()}; device report: {communicator.device_timeout_report()}", flush=True)
+                        raise
+                    expected = expected_output(plan, rank, inputs)
+                    ok, error = check_output(target, expected, dtype_name, world)
+                    worst, cases = max(worst, error), cases + 1
+                    if not ok:
+                        failures += 1
+                        print(f"rank {rank} FAIL {path.name} {dtype_name} {size} B call {call}: error {error:.3g}")
+            if rank == 0 and cases:
+                print(f"{path.name} {dtype_name}: {cases} calls, worst relative error {worst:.2g}", flush=True)
+    bootstrap.barrier()
+    if rank == 0:
+        print("stats", executor.stats())
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
