@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -141,13 +142,35 @@ struct Executor::Impl {
     return it->second.first;
   }
 
+  // Whether every rank found its buffers set up already. Which addresses a rank's allocator hands out
+  // differs between processes, so one rank may reuse a context while another needs a new one; a
+  // rank that launched with its old context would write into a peer's stale buffers. One byte per
+  // rank settles it: a CUDA graph pays it at capture only, and plans that reach only peers'
+  // scratch never ask.
+  bool agreeOnHit(bool hit) {
+    const uint8_t mine = hit ? 1 : 0;
+    for (const Bootstrap::Bytes& theirs : communicator->bootstrap().allGather(std::span<const uint8_t>(&mine, 1))) {
+      if (theirs.size() != 1 || theirs[0] != 1) return false;
+    }
+    return true;
+  }
+
   CallContext& contextFor(CachedPlan& cached, uint64_t messageBytes, const void* input, void* output, void* stream) {
     // A plan that only ever reaches peers' scratch needs no peer to know this rank's buffers: its
     // context depends on the size alone, and the buffers of each call go into the launch.
     const ContextKey key = cached.bindsUserBuffers ? ContextKey{messageBytes, input, output}
                                                    : ContextKey{messageBytes, nullptr, nullptr};
     auto found = cached.contexts.find(key);
-    if (found != cached.contexts.end()) {
+    bool hit = found != cached.contexts.end();
+    if (cached.bindsUserBuffers && !agreeOnHit(hit)) {
+      // Another rank has new buffers: everyone sets up again, this rank's cached context included.
+      if (hit) {
+        cached.order.erase(found->second.second);
+        cached.contexts.erase(found);
+      }
+      hit = false;
+    }
+    if (hit) {
       cached.order.splice(cached.order.begin(), cached.order, found->second.second);
       return *found->second.first;
     }
