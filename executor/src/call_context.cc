@@ -50,6 +50,13 @@ void CallContext::exchange(PlanResources& resources, Communicator& communicator,
   }
   if (ProxyService* proxy = resources.proxy()) {
     for (int k = 0; k < 3; ++k) localProxyIds_[k] = proxy->addMemory(local_[k]);
+    staging_.resize(resources.channels().size());
+    for (size_t i = 0; i < staging_.size(); ++i) {
+      const ChannelResources& channel = resources.channels()[i];
+      if (channel.staging) {
+        staging_[i] = communicator.registerMemory(channel.staging.get(), resources.scratchBytes(), resources.transports());
+      }
+    }
     for (PeerBuffers& theirs : peers_) {
       for (int k = 0; k < 3; ++k) theirs.proxyIds[k] = proxy->addMemory(theirs.buffers[k]);
     }
@@ -75,6 +82,8 @@ void CallContext::upload(PlanResources& resources, Backend& backend, const Resol
       view.port = resources.proxy()->portChannel(channel.proxySemaphore, theirs.proxyIds[1], localProxyIds_[0],
                                                  int(resources.program().channels[i].id));
       for (int k = 0; k < 3; ++k) view.portMemory[k] = theirs.proxyIds[k];
+      view.staging = channel.staging.get();
+      view.stagingMemory = resources.proxy()->addMemory(staging_[i]);
     }
   }
   for (int k = 0; k < 3; ++k) program_.portBuffers[k] = localProxyIds_[k];

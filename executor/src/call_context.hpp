@@ -36,6 +36,7 @@ class CallContext {
   void upload(PlanResources& resources, Backend& backend, const struct ResolvedProgram& resolved);
 
   RegisteredMemory local_[3];
+  std::vector<RegisteredMemory> staging_;  // per channel (port channels only)
   uint32_t localProxyIds_[3] = {0, 0, 0};
   std::vector<int> peerOf_;  // rank -> index in peers_, -1 when no channel
   std::vector<PeerBuffers> peers_;

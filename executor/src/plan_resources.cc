@@ -124,6 +124,10 @@ bool PlanResources::reserveScratch(uint64_t bytes) {
   scratch_.reset();
   scratch_ = backend_.allocate(capacity);
   scratchBytes_ = capacity;
+  // A port channel's staging area mirrors the peer's scratch, which grew alike.
+  for (ChannelResources& channel : channels_) {
+    if (channel.type == ChannelType::kPort) channel.staging = backend_.allocate(capacity);
+  }
   return true;
 }
 

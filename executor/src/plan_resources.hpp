@@ -26,6 +26,7 @@ struct ChannelResources {
   std::shared_ptr<MemorySemaphore> memory;  // memory channels
   std::shared_ptr<HostSemaphore> host;      // port channels
   uint32_t proxySemaphore = 0;              // port channels: the proxy's id of `host`
+  std::shared_ptr<void> staging;            // port channels: packets assembled for the peer (scratch-sized)
 };
 
 // Tags of the setup exchanges: `serial` counts collective setup steps (the same on every rank, as
@@ -41,6 +42,7 @@ class PlanResources {
   const Plan& plan() const { return plan_; }
   const GpuProgram& program() const { return plan_.gpu(uint32_t(communicator_.rank())); }
   const std::vector<ChannelResources>& channels() const { return channels_; }
+  bool hasPortChannels() const { return proxy_ != nullptr; }
   ProxyService* proxy() const { return proxy_; }
   // Transports this rank's buffers are registered for (those of its channels).
   TransportFlags transports() const { return transports_; }

@@ -222,12 +222,16 @@ class Resolver {
     for (const ChunkRef& ref : op.srcs) srcs.push_back(range(ref, packetOp, piece, pieces));
     if (op.dst) dsts.push_back(range(*op.dst, packetOp && op.dst->buffer == BufferType::kScratch, piece, pieces));
     if (op.packetDst) dsts.push_back(range(*op.packetDst, true, piece, pieces));
+    std::vector<Range> stagedPackets;  // packets for port destinations, assembled here first
     for (const ChunkRef& ref : op.dsts) {
       const bool port = channel(ref.channel).type == ChannelType::kPort;
+      Range r = range(ref, packetOp, piece, pieces);
       if (port && packetOp) {
-        fail("packets over port channel " + std::to_string(ref.channel) + " are not run by this executor yet");
+        Range staged = r;
+        staged.operand.buffer = device::kStagingBuffer;
+        stagedPackets.push_back(staged);
       }
-      (port ? portDsts : dsts).push_back(range(ref, packetOp, piece, pieces));
+      (port ? portDsts : dsts).push_back(r);
     }
     std::vector<Range> all = srcs;
     all.insert(all.end(), dsts.begin(), dsts.end());
@@ -241,6 +245,18 @@ class Resolver {
 
     if (portDsts.empty()) {
       return push(OpCode::kTransfer, reduces ? device::kOpReduces : 0, srcs, dsts, bytes);
+    }
+    if (!stagedPackets.empty()) {
+      // Packets cross a port channel as bytes: pack them into the channel's staging area at the
+      // offset they take in the peer's scratch, then one trigger per destination copies them over.
+      std::vector<Range> packed = dsts;
+      packed.insert(packed.end(), stagedPackets.begin(), stagedPackets.end());
+      push(OpCode::kTransfer, reduces ? device::kOpReduces : 0, srcs, packed, bytes);
+      const uint64_t packetBytes = (bytes + 7) / 8 * 16;
+      for (size_t i = 0; i < portDsts.size(); ++i) {
+        push(OpCode::kPortPut, device::kOpSyncBefore, {stagedPackets[i]}, {portDsts[i]}, packetBytes);
+      }
+      return;
     }
     // The proxy copies from this rank's memory: a plain put sends its source, a reduction first
     // lands its result in `dst`, which the triggers then send.

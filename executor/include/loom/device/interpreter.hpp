@@ -36,7 +36,9 @@ LOOM_HOST_DEVICE void syncBlock() {
 }
 
 LOOM_HOST_DEVICE uint8_t* operandAddress(const BlockState& s, const Operand& o) {
-  void* base = o.channel == kLocalOperand ? s.program.buffers[o.buffer] : s.program.channels[o.channel].peerBuffers[o.buffer];
+  void* base = o.channel == kLocalOperand      ? s.program.buffers[o.buffer]
+               : o.buffer == kStagingBuffer ? s.program.channels[o.channel].staging
+                                            : s.program.channels[o.channel].peerBuffers[o.buffer];
   return static_cast<uint8_t*>(base) + o.offset + (s.odd ? o.oddOffset : 0);
 }
 
@@ -184,9 +186,10 @@ LOOM_HOST_DEVICE void runPortPut(const BlockState& s, const Op& op) {
   for (uint32_t i = s.thread; i < op.dsts; i += s.threads) {
     const Operand& dst = s.program.operands[op.first + 1 + i];
     PortChannelHandle& port = s.program.channels[dst.channel].port;
+    const uint32_t srcMemory =
+        src.buffer == kStagingBuffer ? s.program.channels[src.channel].stagingMemory : s.program.portBuffers[src.buffer];
     const uint64_t meta = ProxyTrigger::makeMeta(triggerFlags, port.semaphoreId,
-                                                 s.program.channels[dst.channel].portMemory[dst.buffer],
-                                                 s.program.portBuffers[src.buffer]);
+                                                 s.program.channels[dst.channel].portMemory[dst.buffer], srcMemory);
     const uint64_t position = port.fifo.push(dst.offset + (s.odd ? dst.oddOffset : 0),
                                              src.offset + (s.odd ? src.oddOffset : 0), op.bytes, meta,
                                              int32_t(op.planOp));

@@ -38,6 +38,9 @@ inline constexpr uint8_t kOpPortFlush = 32;   // kPortPut: and wait until the pr
 inline constexpr uint32_t kMaxTransferOperands = 72;
 
 inline constexpr uint16_t kLocalOperand = 0xFFFF;  // Operand::channel of this rank's own buffers
+// Operand::buffer of a port channel's staging area: packets bound for a peer over a port channel are
+// written here (at the offset they will have in the peer's scratch), then the proxy copies them.
+inline constexpr uint8_t kStagingBuffer = 3;
 
 // A place in a buffer. For kTransfer the byte range has the op's `bytes` of data; a packet operand
 // holds them as LL16 packets (twice the bytes). Sync ops use `channel` (or the semaphore index) only.
@@ -69,6 +72,8 @@ struct ChannelView {
   PortChannelHandle port;        // port channels (port.dstMemory is unused: see portMemory)
   void* peerBuffers[3];          // memory channels: the peer's input, output, scratch mapped here
   uint32_t portMemory[3];        // port channels: the proxy's ids of the peer's input, output, scratch
+  void* staging;                 // port channels: where packets for the peer are assembled
+  uint32_t stagingMemory;        // port channels: the proxy's id of `staging`
   uint32_t isPort;
   int32_t peer;
 };
