@@ -76,10 +76,9 @@ class Executor:
             if view.device != wanted:
                 where = "a GPU" if self.on_gpu else "host threads (a host-only communicator)"
                 raise InvalidArgumentError(f"{name}: lives on {view.device}, but this executor runs on {where}")
-            if self.on_gpu and view.device_index is not None and view.device_index != self.communicator.cuda_device:
-                raise InvalidArgumentError(
-                    f"{name}: is on cuda:{view.device_index}, the communicator uses cuda:{self.communicator.cuda_device}"
-                )
+            device = self.communicator.cuda_device
+            if self.on_gpu and view.device_index is not None and view.device_index != device:
+                raise InvalidArgumentError(f"{name}: is on cuda:{view.device_index}, the communicator uses cuda:{device}")
 
     @staticmethod
     def _no_stream(stream: object) -> int:

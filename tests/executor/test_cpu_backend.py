@@ -12,15 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from loom.algorithms import ALGORITHMS
 from loom.compile import compile_algorithm
 
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
-from rank_threads import run_ranks  # noqa: E402
-
 import loom  # noqa: E402
+from rank_threads import run_ranks  # noqa: E402
 
 SHAPES = ((2, None), (4, None), (8, None), (4, 2))
 DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "uint32": np.uint32}

@@ -9,15 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from loom.compile import compile_algorithm
 from loom.errors import InvalidArgumentError, LoomTimeoutError
 
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
-from rank_threads import run_ranks  # noqa: E402
-
 import loom  # noqa: E402
+from rank_threads import run_ranks  # noqa: E402
 
 
 def _plan(name: str = "allreduce_allpairs_packet", world: int = 2, **options):
@@ -63,7 +61,9 @@ def test_bad_buffers_name_the_argument(make, message):
 
 def test_world_size_size_range_and_operator_are_checked():
     two = _plan()
-    errors = _on_ranks(1, lambda executor, rank: executor.execute(two, np.zeros(4, np.float32), np.zeros(4, np.float32)))
+    errors = _on_ranks(
+        1, lambda executor, rank: executor.execute(two, np.zeros(4, np.float32), np.zeros(4, np.float32))
+    )
     assert "is for 2 ranks, the communicator has 1" in str(errors[0])
 
     small = _plan(max_message_size=1024)

@@ -13,9 +13,8 @@ import sys
 import zlib
 from pathlib import Path
 
-import torch
-
 import loom
+import torch
 from loom import _native
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -89,8 +88,11 @@ def main() -> int:
                         executor.execute(plan, source, target)
                         torch.cuda.synchronize()
                     except Exception:
-                        print(f"rank {rank} ERROR in {path.name} {dtype_name} {size} B call {call}; stats"
-                              f" {executor.stats()}; device report: {communicator.device_timeout_report()}", flush=True)
+                        print(
+                            f"rank {rank} ERROR in {path.name} {dtype_name} {size} B call {call}; stats"
+                            f" {executor.stats()}; device report: {communicator.device_timeout_report()}",
+                            flush=True,
+                        )
                         raise
                     expected = expected_output(plan, rank, inputs)
                     ok, error = check_output(target, expected, dtype_name, world)

@@ -14,7 +14,13 @@ DTYPES = {
     "float8_e5m2": torch.float8_e5m2,
 }
 # Unit roundoff of each floating type (2^-mantissa bits); integers must match exactly.
-_EPSILON = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7, "float8_e4m3fn": 2.0**-3, "float8_e5m2": 2.0**-2}
+_EPSILON = {
+    "float32": 2.0**-23,
+    "float16": 2.0**-10,
+    "bfloat16": 2.0**-7,
+    "float8_e4m3fn": 2.0**-3,
+    "float8_e5m2": 2.0**-2,
+}
 _REDUCING = ("allreduce", "reducescatter")
 
 
