@@ -78,7 +78,9 @@ class Executor:
                 raise InvalidArgumentError(f"{name}: lives on {view.device}, but this executor runs on {where}")
             device = self.communicator.cuda_device
             if self.on_gpu and view.device_index is not None and view.device_index != device:
-                raise InvalidArgumentError(f"{name}: is on cuda:{view.device_index}, the communicator uses cuda:{device}")
+                raise InvalidArgumentError(
+                    f"{name}: is on cuda:{view.device_index}; the communicator uses cuda:{device}"
+                )
 
     @staticmethod
     def _no_stream(stream: object) -> int:
