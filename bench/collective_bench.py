@@ -1,0 +1,157 @@
+"""Loom's plans beside NCCL (torch.distributed, backend "nccl") in the same run: latency and bus
+bandwidth of all-reduce, all-gather and reduce-scatter, each timed by CUDA graph replay (many calls
+captured into one graph, replayed several times, median). One process per GPU:
+
+    python -m loom.launch -n 2 bench/collective_bench.py --plans DIR --out results.json
+
+For every size the Loom plan is the one in DIR whose collective, world size and size range fit
+(out of place). Each Loom result is also checked against the NCCL result of the same input.
+"""
+
+# The timed lambdas run within the loop iteration that defines them (ruff B023 does not see that).
+# ruff: noqa: B023
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import loom
+import torch
+import torch.distributed as dist
+from loom import _native
+
+BUS_FACTOR = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+}
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--plans", required=True)
+    parser.add_argument("--collectives", default="allreduce,allgather,reducescatter")
+    parser.add_argument("--min-bytes", type=int, default=1024)
+    parser.add_argument("--max-bytes", type=int, default=1 << 30)
+    parser.add_argument("--calls-per-graph", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", default="")
+    return parser.parse_args()
+
+
+def pick_plan(plans, collective: str, world: int, nbytes: int):
+    fitting = [
+        p
+        for p in plans
+        if p.collective == collective
+        and p.world_size == world
+        and not p.inplace
+        and p.min_message_bytes <= nbytes <= p.max_message_bytes
+    ]
+    return min(fitting, key=lambda p: p.max_message_bytes - p.min_message_bytes) if fitting else None
+
+
+def time_graph(body, calls: int, repeats: int) -> float:
+    """Median microseconds per call of `body` captured `calls` times into one graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            body()  # warm up outside the graph: setup happens here, not during capture
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            body()
+    graph.replay()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        dist.barrier()
+        torch.cuda.synchronize()
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1000 / calls)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    args = arguments()
+    bootstrap = _native.Bootstrap.from_environment()
+    rank, world = bootstrap.rank, bootstrap.world_size
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    torch.cuda.set_device(local)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29517")
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", local))
+    executor = loom.Executor(_native.Communicator(bootstrap))
+    plans = [_native.Plan.load(str(p)) for p in sorted(Path(args.plans).glob("*.json"))]
+    rows, failures = [], 0
+    for collective in args.collectives.split(","):
+        size = args.min_bytes
+        while size <= args.max_bytes:
+            plan = pick_plan(plans, collective, world, size)
+            count = size // 4
+            data = torch.randn(count, device="cuda") * (rank + 1)
+            out_count = {"allgather": count * world, "reducescatter": count // world}.get(collective, count)
+            loom_out = torch.zeros(out_count, device="cuda")
+            nccl_out = torch.zeros(out_count, device="cuda")
+            if collective == "allreduce":
+                nccl = lambda: (nccl_out.copy_(data), dist.all_reduce(nccl_out))  # noqa: E731
+                nccl_only = lambda: dist.all_reduce(nccl_out)  # noqa: E731
+            elif collective == "allgather":
+                nccl = nccl_only = lambda: dist.all_gather_into_tensor(nccl_out, data)  # noqa: E731
+            else:
+                nccl = nccl_only = lambda: dist.reduce_scatter_tensor(nccl_out, data)  # noqa: E731
+            nccl()
+            torch.cuda.synchronize()
+            row = {
+                "collective": collective,
+                "bytes": size,
+                "nccl_us": time_graph(nccl_only, args.calls_per_graph, args.repeats),
+            }
+            if plan is not None:
+                row["plan"] = plan.name
+                row["loom_us"] = time_graph(
+                    lambda: executor.execute(plan, data, loom_out), args.calls_per_graph, args.repeats
+                )
+                nccl()  # the reference result of this input (timing ran the in-place NCCL call repeatedly)
+                torch.cuda.synchronize()
+                error = (loom_out - nccl_out).abs().max().item() / max(nccl_out.abs().max().item(), 1e-30)
+                row["max_relative_difference"] = error
+                if error > 1e-5:
+                    failures += 1
+            factor = BUS_FACTOR[collective](world)
+            for who in ("nccl", "loom"):
+                if f"{who}_us" in row:
+                    row[f"{who}_busbw_gbs"] = (
+                        size * (world if collective == "allgather" else 1) * factor / (row[f"{who}_us"] * 1e3)
+                    )
+            if rank == 0:
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+            size *= 4 if size < (1 << 20) else 2
+    if rank == 0 and args.out:
+        meta = {
+            "world_size": world,
+            "device": torch.cuda.get_device_name(),
+            "torch": torch.__version__,
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+            "cuda": torch.version.cuda,
+        }
+        Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    dist.destroy_process_group()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
