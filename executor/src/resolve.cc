@@ -253,8 +253,11 @@ class Resolver {
       packed.insert(packed.end(), stagedPackets.begin(), stagedPackets.end());
       push(OpCode::kTransfer, reduces ? device::kOpReduces : 0, srcs, packed, bytes);
       const uint64_t packetBytes = (bytes + 7) / 8 * 16;
+      // Flushed: the same staging bytes are packed again two calls later (LL halves alternate), and
+      // the proxy may still be reading them then (a TCP send, an RDMA read of the source).
       for (size_t i = 0; i < portDsts.size(); ++i) {
-        push(OpCode::kPortPut, device::kOpSyncBefore, {stagedPackets[i]}, {portDsts[i]}, packetBytes);
+        push(OpCode::kPortPut, device::kOpSyncBefore | device::kOpPortFlush, {stagedPackets[i]}, {portDsts[i]},
+             packetBytes);
       }
       return;
     }
