@@ -45,11 +45,7 @@ void countBarriers(const std::vector<Op>& ops, std::set<uint32_t>& ids) {
 PlanResources::PlanResources(const Plan& plan, Communicator& communicator, Backend& backend,
                              const std::function<ProxyService&()>& proxy, uint64_t serial)
     : plan_(plan), communicator_(communicator), backend_(backend) {
-  if (plan_.worldSize != uint32_t(communicator_.worldSize())) {
-    throw Error(ErrorCategory::kInvalidArgument, "plan: '" + plan_.name + "' is for " +
-                                                     std::to_string(plan_.worldSize) + " ranks, the communicator has " +
-                                                     std::to_string(communicator_.worldSize()));
-  }
+  // Executor::execute has checked the world size before it gets here.
   checkSamePlanEverywhere();
   const GpuProgram& gpu = program();
   callCounts_ = backend_.allocate(sizeof(uint64_t) * std::max<size_t>(gpu.threadblocks.size(), 1));
