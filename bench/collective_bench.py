@@ -40,12 +40,16 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--max-bytes", type=int, default=1 << 30)
     parser.add_argument("--calls-per-graph", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--sizes", default="", help="message bytes, comma-separated (instead of the sweep)")
+    parser.add_argument(
+        "--every-plan", action="store_true", help="time every fitting plan of each size, not only the narrowest"
+    )
     parser.add_argument("--out", default="")
     return parser.parse_args()
 
 
-def pick_plan(plans, collective: str, world: int, nbytes: int):
-    fitting = [
+def fitting_plans(plans, collective: str, world: int, nbytes: int) -> list:
+    return [
         p
         for p in plans
         if p.collective == collective
@@ -53,7 +57,24 @@ def pick_plan(plans, collective: str, world: int, nbytes: int):
         and not p.inplace
         and p.min_message_bytes <= nbytes <= p.max_message_bytes
     ]
-    return min(fitting, key=lambda p: p.max_message_bytes - p.min_message_bytes) if fitting else None
+
+
+def pick_plans(plans, collective: str, world: int, nbytes: int, every: bool) -> list:
+    """The plans to time at one size: the one with the narrowest size range, or all that fit."""
+    fitting = fitting_plans(plans, collective, world, nbytes)
+    if every or not fitting:
+        return fitting
+    return [min(fitting, key=lambda p: p.max_message_bytes - p.min_message_bytes)]
+
+
+def sweep(args) -> list[int]:
+    if args.sizes:
+        return [int(x) for x in args.sizes.split(",")]
+    sizes, size = [], args.min_bytes
+    while size <= args.max_bytes:
+        sizes.append(size)
+        size *= 4 if size < (1 << 20) else 2
+    return sizes
 
 
 def time_graph(body, calls: int, repeats: int) -> float:
@@ -97,9 +118,7 @@ def main() -> int:
     plans = [_native.Plan.load(str(p)) for p in sorted(Path(args.plans).glob("*.json"))]
     rows, failures = [], 0
     for collective in args.collectives.split(","):
-        size = args.min_bytes
-        while size <= args.max_bytes:
-            plan = pick_plan(plans, collective, world, size)
+        for size in sweep(args):
             count = size // 4
             data = torch.randn(count, device="cuda") * (rank + 1)
             out_count = {"allgather": count * world, "reducescatter": count // world}.get(collective, count)
@@ -114,32 +133,30 @@ def main() -> int:
                 nccl = nccl_only = lambda: dist.reduce_scatter_tensor(nccl_out, data)  # noqa: E731
             nccl()
             torch.cuda.synchronize()
-            row = {
-                "collective": collective,
-                "bytes": size,
-                "nccl_us": time_graph(nccl_only, args.calls_per_graph, args.repeats),
-            }
-            if plan is not None:
-                row["plan"] = plan.name
-                row["loom_us"] = time_graph(
-                    lambda: executor.execute(plan, data, loom_out), args.calls_per_graph, args.repeats
-                )
-                nccl()  # the reference result of this input (timing ran the in-place NCCL call repeatedly)
-                torch.cuda.synchronize()
-                error = (loom_out - nccl_out).abs().max().item() / max(nccl_out.abs().max().item(), 1e-30)
-                row["max_relative_difference"] = error
-                if error > 1e-5:
-                    failures += 1
-            factor = BUS_FACTOR[collective](world)
-            for who in ("nccl", "loom"):
-                if f"{who}_us" in row:
-                    row[f"{who}_busbw_gbs"] = (
-                        size * (world if collective == "allgather" else 1) * factor / (row[f"{who}_us"] * 1e3)
+            nccl_us = time_graph(nccl_only, args.calls_per_graph, args.repeats)
+            for plan in pick_plans(plans, collective, world, size, args.every_plan) or [None]:
+                row = {"collective": collective, "bytes": size, "nccl_us": nccl_us}
+                if plan is not None:
+                    row["plan"] = plan.name
+                    loom_out.zero_()
+                    row["loom_us"] = time_graph(
+                        lambda: executor.execute(plan, data, loom_out), args.calls_per_graph, args.repeats
                     )
-            if rank == 0:
-                print(json.dumps(row), flush=True)
-                rows.append(row)
-            size *= 4 if size < (1 << 20) else 2
+                    nccl()  # the reference result of this input (timing ran the in-place NCCL call repeatedly)
+                    torch.cuda.synchronize()
+                    error = (loom_out - nccl_out).abs().max().item() / max(nccl_out.abs().max().item(), 1e-30)
+                    row["max_relative_difference"] = error
+                    if error > 1e-5:
+                        failures += 1
+                factor = BUS_FACTOR[collective](world)
+                for who in ("nccl", "loom"):
+                    if f"{who}_us" in row:
+                        row[f"{who}_busbw_gbs"] = (
+                            size * (world if collective == "allgather" else 1) * factor / (row[f"{who}_us"] * 1e3)
+                        )
+                if rank == 0:
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
     if rank == 0 and args.out:
         meta = {
             "world_size": world,

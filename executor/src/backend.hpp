@@ -26,6 +26,9 @@ class Backend {
   virtual void synchronize() = 0;
   // True while the calling thread captures a CUDA graph (setup must not synchronise then).
   virtual bool capturing(void* stream) const = 0;
+  // Which allocation holds `pointer`, as an id never reused (a freed buffer's address may come back
+  // for a new one, which peers have not mapped); 0 where the backend has no such id.
+  virtual uint64_t allocationId(const void* pointer) const = 0;
   // One call: grid = program.blocks, `threads` per block. The GPU enqueues on `stream` and returns;
   // the CPU backend returns when every block is done and throws what a block threw.
   virtual void launch(const device::Program& program, uint32_t threads, DataType type, ReduceOp op,

@@ -30,6 +30,7 @@ class CpuBackend final : public Backend {
   void upload(void* dst, const void* src, uint64_t bytes) override { std::memcpy(dst, src, bytes); }
   void synchronize() override {}
   bool capturing(void*) const override { return false; }
+  uint64_t allocationId(const void*) const override { return 0; }
 
   void launch(const device::Program& program, uint32_t, DataType type, ReduceOp op, void* stream) override {
     if (stream != nullptr) {

@@ -35,16 +35,21 @@ void collectReduceOps(const std::vector<Op>& ops, std::set<ReduceOp>& found) {
   }
 }
 
+// A context's buffers: addresses and the allocations behind them (an address alone may come back
+// for a new allocation after a free, and peers would still write into their mapping of the old one).
 struct ContextKey {
   uint64_t messageBytes;
   const void* input;
   const void* output;
+  uint64_t inputAllocation;
+  uint64_t outputAllocation;
   bool operator==(const ContextKey&) const = default;
 };
 struct ContextKeyHash {
   size_t operator()(const ContextKey& k) const {
     return std::hash<uint64_t>{}(k.messageBytes) ^ std::hash<const void*>{}(k.input) * 31 ^
-           std::hash<const void*>{}(k.output) * 131;
+           std::hash<const void*>{}(k.output) * 131 ^ std::hash<uint64_t>{}(k.inputAllocation) * 7 ^
+           std::hash<uint64_t>{}(k.outputAllocation) * 17;
   }
 };
 
@@ -158,8 +163,10 @@ struct Executor::Impl {
   CallContext& contextFor(CachedPlan& cached, uint64_t messageBytes, const void* input, void* output, void* stream) {
     // A plan that only ever reaches peers' scratch needs no peer to know this rank's buffers: its
     // context depends on the size alone, and the buffers of each call go into the launch.
-    const ContextKey key = cached.bindsUserBuffers ? ContextKey{messageBytes, input, output}
-                                                   : ContextKey{messageBytes, nullptr, nullptr};
+    const ContextKey key = cached.bindsUserBuffers
+                               ? ContextKey{messageBytes, input, output, backend->allocationId(input),
+                                            backend->allocationId(output)}
+                               : ContextKey{messageBytes, nullptr, nullptr, 0, 0};
     auto found = cached.contexts.find(key);
     bool hit = found != cached.contexts.end();
     if (cached.bindsUserBuffers && !agreeOnHit(hit)) {

@@ -7,6 +7,7 @@
 
 #include "backend.hpp"
 #include "cuda_check.hpp"
+#include "gpu.hpp"
 #include "loom/gpu_buffer.hpp"
 #include "reduce_dispatch.hpp"
 
@@ -48,6 +49,8 @@ class GpuBackend final : public Backend {
     checkCuda(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status), "cudaStreamIsCapturing");
     return status != cudaStreamCaptureStatusNone;
   }
+
+  uint64_t allocationId(const void* pointer) const override { return gpu::allocationId(pointer); }
 
   void launch(const device::Program& program, uint32_t threads, DataType type, ReduceOp op, void* stream) override {
     dispatchReduce(type, op, [&]<typename Reduce>() {

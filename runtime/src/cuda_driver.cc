@@ -17,6 +17,7 @@ CudaDriver load() {
   CudaDriver driver;
   resolveDriverEntryPoint(driver.getErrorName, "cuGetErrorName");
   resolveDriverEntryPoint(driver.memGetAddressRange, "cuMemGetAddressRange");
+  resolveDriverEntryPoint(driver.pointerGetAttribute, "cuPointerGetAttribute");
   resolveDriverEntryPoint(driver.memRetainAllocationHandle, "cuMemRetainAllocationHandle");
   resolveDriverEntryPoint(driver.memRelease, "cuMemRelease");
   resolveDriverEntryPoint(driver.memExportToShareableHandle, "cuMemExportToShareableHandle");

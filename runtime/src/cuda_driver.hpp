@@ -10,6 +10,7 @@ namespace loom {
 struct CudaDriver {
   decltype(&::cuGetErrorName) getErrorName = nullptr;
   decltype(&::cuMemGetAddressRange) memGetAddressRange = nullptr;
+  decltype(&::cuPointerGetAttribute) pointerGetAttribute = nullptr;
   decltype(&::cuMemRetainAllocationHandle) memRetainAllocationHandle = nullptr;
   decltype(&::cuMemRelease) memRelease = nullptr;
   decltype(&::cuMemExportToShareableHandle) memExportToShareableHandle = nullptr;

@@ -32,6 +32,9 @@ struct PointerInfo {
 };
 // Host memory (including memory unknown to CUDA) or device memory with its allocation.
 PointerInfo pointerInfo(const void* pointer);
+// The process-unique id of the CUDA allocation holding `pointer` (never reused, unlike its address);
+// 0 for memory CUDA does not know.
+uint64_t allocationId(const void* pointer);
 
 // A synchronous copy between any two pointers of this process (host or device), on a non-blocking
 // stream of the calling thread: it never waits for kernels, so a proxy may copy while a kernel waits

@@ -69,6 +69,16 @@ PointerInfo pointerInfo(const void* pointer) {
   return info;
 }
 
+uint64_t allocationId(const void* pointer) {
+  if (deviceCount() == 0) return 0;
+  unsigned long long id = 0;
+  if (cudaDriver().pointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(pointer)) !=
+      CUDA_SUCCESS) {
+    return 0;  // host memory CUDA never saw
+  }
+  return id;
+}
+
 namespace {
 
 // This thread's copy stream on the current device. Non-blocking: a copy on the legacy default
@@ -265,6 +275,18 @@ bool Stream::idle() {
 
 namespace loom::gpu {
 
+namespace {
+
+// Zeroes new memory before anyone can see it. Not plain cudaMemset: that runs on the legacy stream,
+// asynchronously, so a copy on a non-blocking stream (a program upload) could land before the zeros,
+// and it would also wait behind a kernel that waits for a peer.
+void zeroDevice(void* data, uint64_t bytes) {
+  checkCuda(cudaMemsetAsync(data, 0, bytes, copyStream()), "cudaMemsetAsync");
+  checkCuda(cudaStreamSynchronize(copyStream()), "cudaStreamSynchronize (zeroing new memory)");
+}
+
+}  // namespace
+
 void* allocateDevice(uint64_t bytes, bool cuMem, uint64_t* reservedBytes) {
   const int device = currentDevice();
   if (device < 0) throw Error(ErrorCategory::kCuda, "device memory: no CUDA device is visible");
@@ -272,7 +294,7 @@ void* allocateDevice(uint64_t bytes, bool cuMem, uint64_t* reservedBytes) {
     void* data = nullptr;
     checkCuda(cudaMalloc(&data, bytes ? bytes : 1), "cudaMalloc of " + std::to_string(bytes) + " bytes");
     *reservedBytes = bytes;
-    checkCuda(cudaMemset(data, 0, bytes), "cudaMemset");
+    zeroDevice(data, bytes);
     return data;
   }
   const CudaDriver& driver = cudaDriver();
@@ -306,7 +328,7 @@ void* allocateDevice(uint64_t bytes, bool cuMem, uint64_t* reservedBytes) {
   }
   *reservedBytes = rounded;
   void* data = reinterpret_cast<void*>(address);
-  checkCuda(cudaMemset(data, 0, rounded), "cudaMemset");
+  zeroDevice(data, rounded);
   return data;
 }
 

@@ -22,6 +22,7 @@ int currentDevice() { return -1; }
 void setDevice(int) { noCuda("setDevice"); }
 std::string pciBusId(int) { noCuda("pciBusId"); }
 PointerInfo pointerInfo(const void*) { return {}; }
+uint64_t allocationId(const void*) { return 0; }
 void copy(void* dst, const void* src, uint64_t bytes) { std::memcpy(dst, src, bytes); }
 
 PinnedHostBuffer::PinnedHostBuffer(uint64_t bytes, bool mapped) : bytes_(bytes) {

@@ -18,7 +18,7 @@ import torch
 from loom import _native
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference import DTYPES, check_output, expected_output, make_input  # noqa: E402
+from reference import DTYPES, check_output, expected_output, make_input, mismatch_summary  # noqa: E402
 
 
 def arguments() -> argparse.Namespace:
@@ -99,7 +99,11 @@ def main() -> int:
                     worst, cases = max(worst, error), cases + 1
                     if not ok:
                         failures += 1
-                        print(f"rank {rank} FAIL {path.name} {dtype_name} {size} B call {call}: error {error:.3g}")
+                        print(
+                            f"rank {rank} FAIL {path.name} {dtype_name} {size} B call {call}: error {error:.3g};"
+                            f" {mismatch_summary(target, expected)}",
+                            flush=True,
+                        )
             if rank == 0 and cases:
                 print(f"{path.name} {dtype_name}: {cases} calls, worst relative error {worst:.2g}", flush=True)
     bootstrap.barrier()

@@ -85,3 +85,21 @@ def check_output(output: torch.Tensor, expected: tuple[torch.Tensor, torch.Tenso
     error = (difference / (scale + 1e-30)).max().item() if difference.numel() else 0.0
     finite = torch.isfinite(got).all().item()
     return bool(finite and (difference <= bound).all().item()), float(error)
+
+
+def mismatch_summary(output: torch.Tensor, expected: tuple[torch.Tensor, torch.Tensor]) -> str:
+    """Where a failing output differs from the reference beyond rounding: count, first and last element,
+    and the first few bad values, to tell a misplaced range from a numeric error."""
+    reference, scale = expected
+    got = as_float64(output)
+    if got.shape != reference.shape:
+        return f"shape {tuple(got.shape)} != {tuple(reference.shape)}"
+    close = got == reference if scale is None else (got - reference).abs() <= 1e-2 * scale + 1e-6
+    bad = torch.nonzero(~close).flatten()
+    if bad.numel() == 0:
+        return "no element off by more than 1%"
+    first = bad[:4].tolist()
+    return (
+        f"{bad.numel()} of {got.numel()} elements differ, indices {int(bad[0])}..{int(bad[-1])}; first: "
+        + ", ".join(f"[{i}] {got[i].item():.4g} vs {reference[i].item():.4g}" for i in first)
+    )
