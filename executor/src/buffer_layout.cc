@@ -68,4 +68,16 @@ uint64_t BufferLayout::position(BufferType buffer, uint32_t first, uint64_t x) c
   return slot * s.slotBytes + start + std::min(within, length);
 }
 
+bool BufferLayout::chunksWhole() const {
+  for (const BufferShape& s : shapes_) {
+    if (s.slotBytes != uint64_t(s.chunksPerSlot) * chunkBytes_) return false;
+  }
+  return true;
+}
+
+uint64_t BufferLayout::wholeChunksUnit() const {
+  const BufferShape& input = shape(BufferType::kInput);
+  return uint64_t(input.slots) * input.chunksPerSlot * alignment_;
+}
+
 }  // namespace loom

@@ -45,6 +45,11 @@ class BufferLayout {
   // byte ranges that line up across buffers cut alike.
   uint64_t position(BufferType buffer, uint32_t first, uint64_t x) const;
 
+  // Whether every data chunk is whole (no slot ends in a short chunk), and the message sizes for
+  // which that holds: the multiples of wholeChunksUnit().
+  bool chunksWhole() const;
+  uint64_t wholeChunksUnit() const;
+
  private:
   uint64_t chunkBytes_ = 0;
   uint64_t alignment_ = kMinChunkAlignment;

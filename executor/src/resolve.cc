@@ -68,10 +68,23 @@ class Resolver {
 
   const Channel& channel(uint32_t id) const { return gpu_.channels[channelIndex_.at(id)]; }
 
-  // The bytes a chunk range covers in this call, for iteration `piece` of `pieces` of a pipeline:
-  // the piece-th slice of the range's nominal length (every chunk counted whole), rounded up to the
-  // chunk alignment, mapped to bytes. The last slice takes the remainder.
-  Range range(const ChunkRef& ref, bool packet, uint32_t piece, uint32_t pieces) const {
+  // A part of a chunk range in nominal bytes (every chunk counted whole): [begin, end) from its start.
+  struct Nominal {
+    uint64_t begin = 0;
+    uint64_t end = 0;
+  };
+
+  // Iteration `piece` of `pieces` of a pipeline: the piece-th slice of the range's nominal length,
+  // rounded up to the chunk alignment. The last slice takes the remainder.
+  Nominal slice(const ChunkRef& ref, uint32_t piece, uint32_t pieces) const {
+    const uint64_t nominal = uint64_t(ref.count) * layout_.chunkBytes();
+    const uint64_t step = (nominal + pieces - 1) / pieces;
+    const uint64_t width = (step + layout_.alignment() - 1) / layout_.alignment() * layout_.alignment();
+    return {std::min(uint64_t(piece) * width, nominal), std::min(uint64_t(piece + 1) * width, nominal)};
+  }
+
+  // The bytes a part of a chunk range covers in this call.
+  Range range(const ChunkRef& ref, bool packet, Nominal part) const {
     uint32_t owner = rank_;
     if (ref.isRemote()) {
       const Channel& via = channel(ref.channel);
@@ -80,14 +93,9 @@ class Resolver {
       }
       owner = via.peer;
     }
-    const uint64_t nominal = uint64_t(ref.count) * layout_.chunkBytes();
-    const uint64_t step = (nominal + pieces - 1) / pieces;
-    const uint64_t slice = (step + layout_.alignment() - 1) / layout_.alignment() * layout_.alignment();
-    const uint64_t a = std::min(uint64_t(piece) * slice, nominal);
-    const uint64_t b = std::min(uint64_t(piece + 1) * slice, nominal);
-    const uint64_t begin = layout_.position(ref.buffer, ref.index, a);
+    const uint64_t begin = layout_.position(ref.buffer, ref.index, part.begin);
     Range r;
-    r.bytes = layout_.position(ref.buffer, ref.index, b) - begin;
+    r.bytes = layout_.position(ref.buffer, ref.index, part.end) - begin;
     r.data = ref.buffer != BufferType::kScratch;
     r.operand.offset = begin;
     r.operand.channel = ref.isRemote() ? channelIndex_.at(ref.channel) : device::kLocalOperand;
@@ -99,6 +107,47 @@ class Resolver {
       r.operand.oddOffset = layout_.scratchHalfBytes(plan_.gpu(owner).scratchChunks);
     }
     return r;
+  }
+
+  // A data chunk at the end of a slot may be short (the slot does not divide evenly), while scratch
+  // chunks are always whole: a range running past a short chunk has a gap in its data buffers that its
+  // scratch ranges do not have. Such a part is cut at the gaps, so that every piece lands in its own
+  // chunk. Returns the pieces, or nothing when there is no gap (the common case: one op).
+  std::optional<std::vector<Nominal>> cutAtGaps(const std::vector<const ChunkRef*>& refs, Nominal part) const {
+    const ChunkRef* data = nullptr;
+    bool scratch = false;
+    for (const ChunkRef* ref : refs) {
+      if (ref->buffer == BufferType::kScratch) {
+        scratch = true;
+      } else if (data == nullptr) {
+        data = ref;
+      }
+    }
+    if (data == nullptr || !scratch) return std::nullopt;  // data to data: the gaps match (equal lengths)
+    const uint64_t c = layout_.chunkBytes();
+    std::vector<Nominal> pieces;
+    bool gap = false;
+    for (uint64_t chunk = part.begin / c; chunk * c < part.end; ++chunk) {
+      const uint64_t start = layout_.position(data->buffer, data->index, chunk * c);
+      const uint64_t live = layout_.position(data->buffer, data->index, (chunk + 1) * c) - start;
+      const Nominal piece{std::max(part.begin, chunk * c), std::min(part.end, chunk * c + live)};
+      if (piece.begin >= piece.end) continue;
+      if (!pieces.empty() && pieces.back().end == piece.begin) {
+        pieces.back().end = piece.end;  // the previous chunk was whole: still one contiguous piece
+      } else {
+        gap = gap || !pieces.empty();
+        pieces.push_back(piece);
+      }
+    }
+    if (!gap) return std::nullopt;
+    for (const ChunkRef* ref : refs) {
+      if (ref->count != data->count) {
+        fail("its chunk ranges have different counts and cross a short chunk at the end of a slot for a " +
+                 std::to_string(messageBytes_) + "-byte message",
+             ErrorCategory::kInvalidArgument);
+      }
+    }
+    return pieces;
   }
 
   // The common length of an op's data ranges (scratch ranges take whatever they are given).
@@ -213,19 +262,43 @@ class Resolver {
   }
 
   void emitData(const Op& op, uint32_t piece, uint32_t pieces) {
+    std::vector<const ChunkRef*> refs;
+    for (const auto& ref : {op.src, op.dst, op.packetDst}) {
+      if (ref) refs.push_back(&*ref);
+    }
+    for (const ChunkRef& ref : op.srcs) refs.push_back(&ref);
+    for (const ChunkRef& ref : op.dsts) refs.push_back(&ref);
+    if (refs.empty()) return emitDataPart(op, [&](const ChunkRef&) { return Nominal{}; });
+    if (opSpec(op.type).packet && !layout_.chunksWhole() &&
+        std::all_of(refs.begin(), refs.end(), [](const ChunkRef* r) { return r->buffer == BufferType::kScratch; })) {
+      // Scratch chunks are moved whole, but packets were written only for the data a short chunk
+      // holds: forwarding the rest would wait for packets nobody writes.
+      fail("it forwards LL packets between scratch chunks, which needs every data chunk whole, but a " +
+               std::to_string(messageBytes_) + "-byte message leaves a short one; use a multiple of " +
+               std::to_string(layout_.wholeChunksUnit()) + " bytes",
+           ErrorCategory::kInvalidArgument);
+    }
+    const auto cut = cutAtGaps(refs, slice(*refs.front(), piece, pieces));
+    if (!cut) return emitDataPart(op, [&](const ChunkRef& ref) { return slice(ref, piece, pieces); });
+    for (const Nominal& part : *cut) emitDataPart(op, [&](const ChunkRef&) { return part; });
+  }
+
+  // One data op over the part `partOf` gives for each of its chunk ranges.
+  template <typename PartOf>
+  void emitDataPart(const Op& op, const PartOf& partOf) {
     const bool packetOp = opSpec(op.type).packet;
     std::vector<Range> srcs, dsts, portDsts;
     // Sources: `src` first (for reduce_packet it is the local data the packets are added to).
     // Packet ops whose source is scratch read packets; reductions over `srcs` of a packet op read
     // packets too.
-    if (op.src) srcs.push_back(range(*op.src, packetOp && op.src->buffer == BufferType::kScratch, piece, pieces));
-    for (const ChunkRef& ref : op.srcs) srcs.push_back(range(ref, packetOp, piece, pieces));
-    if (op.dst) dsts.push_back(range(*op.dst, packetOp && op.dst->buffer == BufferType::kScratch, piece, pieces));
-    if (op.packetDst) dsts.push_back(range(*op.packetDst, true, piece, pieces));
+    if (op.src) srcs.push_back(range(*op.src, packetOp && op.src->buffer == BufferType::kScratch, partOf(*op.src)));
+    for (const ChunkRef& ref : op.srcs) srcs.push_back(range(ref, packetOp, partOf(ref)));
+    if (op.dst) dsts.push_back(range(*op.dst, packetOp && op.dst->buffer == BufferType::kScratch, partOf(*op.dst)));
+    if (op.packetDst) dsts.push_back(range(*op.packetDst, true, partOf(*op.packetDst)));
     std::vector<Range> stagedPackets;  // packets for port destinations, assembled here first
     for (const ChunkRef& ref : op.dsts) {
       const bool port = channel(ref.channel).type == ChannelType::kPort;
-      Range r = range(ref, packetOp, piece, pieces);
+      Range r = range(ref, packetOp, partOf(ref));
       if (port && packetOp) {
         Range staged = r;
         staged.operand.buffer = device::kStagingBuffer;

@@ -61,8 +61,14 @@ PointerInfo pointerInfo(const void* pointer) {
   checkDriver(driver.memGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(pointer)), "cuMemGetAddressRange");
   info.allocationBase = base;
   info.allocationBytes = size;
+  // cudaMalloc memory is legacy-IPC capable; asking it for a cuMem handle would fail (which
+  // compute-sanitizer reports as an API error), so only other memory is asked.
+  int legacyIpc = 0;
+  const CUresult asked = driver.pointerGetAttribute(&legacyIpc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                                    reinterpret_cast<CUdeviceptr>(pointer));
   CUmemGenericAllocationHandle handle{};
-  if (driver.memRetainAllocationHandle(&handle, const_cast<void*>(pointer)) == CUDA_SUCCESS) {
+  if ((asked != CUDA_SUCCESS || !legacyIpc) &&
+      driver.memRetainAllocationHandle(&handle, const_cast<void*>(pointer)) == CUDA_SUCCESS) {
     info.fromCuMem = true;
     driver.memRelease(handle);
   }
