@@ -197,6 +197,14 @@ _ENTRIES = [
         min_message_bytes=MiB + 1,
     ),
     Algorithm(
+        "reducescatter_read",
+        "reducescatter_read",
+        "reducescatter",
+        "simple",
+        "every rank reads its piece of each peer's input and reduces it into its output: one pass, no scratch",
+        min_message_bytes=MiB + 1,
+    ),
+    Algorithm(
         "reducescatter_fullmesh_packet",
         "reducescatter_fullmesh_packet",
         "reducescatter",

@@ -23,6 +23,7 @@ EXPECTED = {
     "allgather_ring",
     "reducescatter_fullmesh",
     "reducescatter_fullmesh_packet",
+    "reducescatter_read",
     "alltoall_fullmesh",
     "broadcast",
     "sendrecv",
