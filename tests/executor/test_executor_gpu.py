@@ -1,11 +1,16 @@
-"""The executor on real GPUs: every library plan for 2 (and, where the host has them, 4) GPUs, every
-data type, sizes from 1 KiB to 64 MiB including odd ones, in and out of place, against a float64
-reference (tests/executor/gpu/plan_check.py, one process per GPU under loom.launch). Skipped, with the
-reason, without NVIDIA GPUs or torch."""
+"""The executor on real GPUs, one process per GPU under loom.launch. Skipped, with the reason, without
+NVIDIA GPUs or torch.
+
+- every library plan for 2 (and, where the host has them, 4) GPUs, every data type, sizes from 1 KiB to
+  64 MiB including odd ones, in and out of place, against a float64 reference (gpu/plan_check.py);
+- 1,000 back-to-back and 1,000 graph-replayed calls of each without drift (gpu/drift_check.py);
+- the plan check under compute-sanitizer memcheck and racecheck on 2 GPUs, when the tool is installed.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,22 +26,51 @@ from test_runtime_gpu import GPUS  # noqa: E402
 SIZES = "1000,1024,4100,65536,262160,1048576,1048592,4194316,67108928"
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("world", [2, 4])
-def test_every_library_plan_matches_float64_reference(world, tmp_path):
+def _library_plans(world: int, folder: Path, **options) -> Path:
+    """Every library plan for `world` ranks, in and out of place, written into `folder`."""
     if GPUS < world:
         pytest.skip(f"needs {world} GPUs, this host has {GPUS}")
-    pytest.importorskip("torch", reason="the GPU check uses torch tensors")
+    pytest.importorskip("torch", reason="the GPU checks use torch tensors")
     for name, algorithm in sorted(ALGORITHMS.items()):
         if world not in algorithm.world_sizes:
             continue
         for inplace in (False, True):
-            options = {"root": world - 1} if name == "broadcast" else {}
-            text = compile_algorithm(name, world, inplace=inplace, verify=False, **options)
-            (tmp_path / f"{name}_{world}r{'_inplace' if inplace else ''}.json").write_text(text)
-    command = [sys.executable, "-m", "loom.launch", "-n", str(world), "--timeout", "540"]
-    command += [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(tmp_path), "--sizes", SIZES]
-    environment = {**os.environ, "NCCL_NVLS_ENABLE": "0", "LOOM_DEVICE_TIMEOUT_MS": "20000"}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment, check=False)
+            extra = {"root": world - 1} if name == "broadcast" else {}
+            text = compile_algorithm(name, world, inplace=inplace, verify=False, **extra, **options)
+            (folder / f"{name}_{world}r{'_inplace' if inplace else ''}.json").write_text(text)
+    return folder
+
+
+def _launch(world: int, program: list[str], timeout: int = 600) -> None:
+    command = [sys.executable, "-m", "loom.launch", "-n", str(world), "--timeout", str(timeout - 60), *program]
+    environment = {**os.environ, "NCCL_NVLS_ENABLE": "0", "LOOM_DEVICE_TIMEOUT_MS": "60000"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment, check=False)
     output = done.stdout + done.stderr
     assert done.returncode == 0 and "FAIL" not in output, output[-4000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("world", [2, 4])
+def test_every_library_plan_matches_float64_reference(world, tmp_path):
+    plans = _library_plans(world, tmp_path)
+    _launch(world, [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans), "--sizes", SIZES])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("world", [2, 4])
+def test_back_to_back_and_graph_replayed_calls_do_not_drift(world, tmp_path):
+    plans = _library_plans(world, tmp_path)
+    _launch(world, [str(ROOT / "tests/executor/gpu/drift_check.py"), "--plans", str(plans), "--sizes", "4100,1048592"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_plan_check_is_clean_under_compute_sanitizer(tool, tmp_path):
+    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    if not Path(sanitizer).exists():
+        pytest.skip("compute-sanitizer is not installed")
+    plans = _library_plans(2, tmp_path, min_message_size=0, max_message_size=1 << 30)
+    program = ["--no-python", sanitizer, "--tool", tool, "--error-exitcode", "9", "--target-processes", "all"]
+    program += [sys.executable, str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans)]
+    program += ["--sizes", "4100,65552", "--dtypes", "float32,bfloat16", "--calls", "2"]
+    _launch(2, program)
