@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the Python package with its native module on a GPU host where Debian packages cannot be
 # installed: DEPS_PREFIX (default build/deps) holds simdjson and the libibverbs headers unpacked
-# (dpkg -x), PY_DEPS (default build/pylibs) pure-Python packages such as lark. Installs into
+# (dpkg -x), PY_DEPS (default build/pylibs) Python packages the host lacks: lark, and for the pytest
+# GPU tests jsonschema with its dependencies (pip download --python-version of the host, unzipped). Installs into
 # build-gpu/site; prints the PYTHONPATH and LD_LIBRARY_PATH to use. Tests are not built here.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -263,8 +263,8 @@ class Resolver {
 
   void emitData(const Op& op, uint32_t piece, uint32_t pieces) {
     std::vector<const ChunkRef*> refs;
-    for (const auto& ref : {op.src, op.dst, op.packetDst}) {
-      if (ref) refs.push_back(&*ref);
+    for (const std::optional<ChunkRef>* ref : {&op.src, &op.dst, &op.packetDst}) {
+      if (*ref) refs.push_back(&**ref);  // the op's own refs, not copies
     }
     for (const ChunkRef& ref : op.srcs) refs.push_back(&ref);
     for (const ChunkRef& ref : op.dsts) refs.push_back(&ref);
