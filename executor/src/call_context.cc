@@ -101,8 +101,6 @@ void CallContext::upload(PlanResources& resources, Backend& backend, const Resol
   deviceData_ = backend.allocate(blob.size());
   backend.upload(deviceData_.get(), blob.data(), blob.size());
   auto* base = static_cast<uint8_t*>(deviceData_.get());
-  program_.code = base;
-  program_.codeBytes = blob.size();
   program_.ops = reinterpret_cast<const device::Op*>(base);
   program_.operands = reinterpret_cast<const device::Operand*>(base + opsBytes);
   program_.blockOps = reinterpret_cast<const uint32_t*>(base + opsBytes + operandsBytes);

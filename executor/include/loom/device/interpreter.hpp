@@ -266,25 +266,8 @@ LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
 // Runs block `block`'s ops for one call, then counts the call (the next one uses the next flag and
 // the other LL half). The count lives in memory that outlives the launch, so CUDA graph replays
 // advance it too.
-// Small programs are read into the SM's L1 cache at once, every thread asking for other lines: the
-// interpreter's chain of dependent reads (op, its operands, their channel) then waits for one trip to
-// L2 per call instead of several per op, which is most of the latency of a small message.
-inline constexpr uint64_t kPrefetchedCodeBytes = 16384;
-
-LOOM_HOST_DEVICE void prefetchCode(const Program& program, uint32_t thread, uint32_t threads) {
-#if LOOM_DEVICE_PASS
-  const uint64_t bytes = program.codeBytes < kPrefetchedCodeBytes ? program.codeBytes : kPrefetchedCodeBytes;
-  for (uint64_t at = uint64_t(thread) * 128; at < bytes; at += uint64_t(threads) * 128) {
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(static_cast<const uint8_t*>(program.code) + at));
-  }
-#else
-  (void)program, (void)thread, (void)threads;
-#endif
-}
-
 template <typename Reduce>
 LOOM_HOST_DEVICE void runBlock(const Program& program, uint32_t block, uint32_t thread, uint32_t threads) {
-  prefetchCode(program, thread, threads);
   const uint64_t calls = program.callCounts[block];
   const BlockState s{program, block, thread, threads, packetFlag(calls), (calls & 1) != 0};
   for (uint32_t i = program.blockOps[block]; i < program.blockOps[block + 1]; ++i) runOp<Reduce>(s, program.ops[i]);

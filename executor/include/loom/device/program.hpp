@@ -84,8 +84,6 @@ struct Program {
   const Operand* operands;
   const uint32_t* blockOps;   // block b runs ops [blockOps[b], blockOps[b + 1])
   ChannelView* channels;
-  const void* code;           // the one allocation holding ops, operands, blockOps and channels
-  uint64_t codeBytes;
   void* buffers[3];           // this rank's input, output, scratch
   uint32_t portBuffers[3];    // the proxy's ids of this rank's input, output, scratch
   uint64_t* callCounts;       // one per block: calls this block has finished (flags, LL halves)
