@@ -15,6 +15,7 @@
 #include "buffer_layout.hpp"
 #include "call_context.hpp"
 #include "loom/error.hpp"
+#include "loom/plan_registry.hpp"
 #include "loom/proxy_service.hpp"
 #include "plan_resources.hpp"
 
@@ -258,6 +259,8 @@ Executor::Executor(std::shared_ptr<Communicator> communicator) : impl_(std::make
   impl_->communicator = std::move(communicator);
   Communicator& comm = *impl_->communicator;
   impl_->backend = comm.cudaDevice() == Communicator::kHostOnly ? makeCpuBackend(comm) : makeGpuBackend(comm);
+  // The bundled plans become selectable with the first executor of the process (per cache root).
+  PlanRegistry::global().ensureDefaultPlansLoaded();
 }
 
 Executor::~Executor() {

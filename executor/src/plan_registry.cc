@@ -1,0 +1,265 @@
+#include "loom/plan_registry.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "loom/cache_dir.hpp"
+#include "loom/error.hpp"
+
+namespace loom {
+namespace {
+
+// Bound of the selection cache: a process sees few distinct (collective, size, dtype) keys; one that
+// sweeps sizes starts over rather than growing without end.
+constexpr size_t kMaxCachedSelections = 4096;
+
+Error invalid(const std::string& message) { return Error(ErrorCategory::kInvalidArgument, message); }
+
+std::string describe(const SelectionRequest& request) {
+  std::ostringstream out;
+  out << collectiveName(request.collective) << " of " << request.messageBytes << " bytes ("
+      << dataTypeName(request.dataType) << ", " << (request.inplace ? "in place" : "out of place") << ") over "
+      << request.worldSize << " ranks, " << request.ranksPerNode << " per node";
+  if (request.root) out << ", root " << *request.root;
+  if (!request.tags.empty()) {
+    out << ", tags";
+    for (const std::string& tag : request.tags) out << " '" << tag << "'";
+  }
+  return out.str();
+}
+
+}  // namespace
+
+std::string_view planSourceName(PlanSource source) { return source == PlanSource::kUser ? "user" : "bundled"; }
+
+PlanInfo planInfoFrom(const Plan& plan, PlanSource source) {
+  PlanInfo info;
+  info.name = plan.name;
+  info.collective = plan.collective;
+  info.worldSize = plan.worldSize;
+  info.ranksPerNode = plan.ranksPerNode;
+  info.minMessageBytes = plan.minMessageBytes;
+  info.maxMessageBytes = plan.maxMessageBytes;
+  info.protocol = plan.protocol;
+  info.inplace = plan.inplace;
+  info.root = plan.root;
+  info.source = source;
+  return info;
+}
+
+bool planFits(const PlanInfo& info, const SelectionRequest& request) {
+  if (info.collective != request.collective || info.worldSize != request.worldSize ||
+      info.ranksPerNode != request.ranksPerNode || info.inplace != request.inplace) {
+    return false;
+  }
+  if (request.messageBytes < info.minMessageBytes || request.messageBytes > info.maxMessageBytes) return false;
+  if (info.collective == Collective::kBroadcast && info.root != request.root) return false;
+  if (!info.dataTypes.empty() &&
+      std::find(info.dataTypes.begin(), info.dataTypes.end(), request.dataType) == info.dataTypes.end()) {
+    return false;
+  }
+  return std::all_of(request.tags.begin(), request.tags.end(), [&](const std::string& tag) {
+    return std::find(info.tags.begin(), info.tags.end(), tag) != info.tags.end();
+  });
+}
+
+bool rankedBefore(const RegisteredPlan& a, const RegisteredPlan& b) {
+  if (a.info.source != b.info.source) return a.info.source == PlanSource::kUser;
+  const uint64_t widthA = a.info.maxMessageBytes - a.info.minMessageBytes;
+  const uint64_t widthB = b.info.maxMessageBytes - b.info.minMessageBytes;
+  if (widthA != widthB) return widthA < widthB;
+  if (a.info.priority != b.info.priority) return a.info.priority > b.info.priority;
+  return a.sequence < b.sequence;
+}
+
+PlanRegistry& PlanRegistry::global() {
+  static PlanRegistry registry;
+  return registry;
+}
+
+PlanEntry PlanRegistry::add(std::shared_ptr<const Plan> plan, PlanInfo info, bool replace) {
+  if (!plan) throw invalid("plan: expected a plan, got none");
+  if (info.name.empty()) throw invalid("name: a registered plan needs a name");
+  if (info.minMessageBytes > info.maxMessageBytes) {
+    throw invalid("min_message_bytes: " + std::to_string(info.minMessageBytes) + " is above max_message_bytes " +
+                  std::to_string(info.maxMessageBytes));
+  }
+  if (info.minMessageBytes < plan->minMessageBytes || info.maxMessageBytes > plan->maxMessageBytes) {
+    throw invalid("message size range: [" + std::to_string(info.minMessageBytes) + ", " +
+                  std::to_string(info.maxMessageBytes) + "] reaches outside plan '" + plan->name + "''s own [" +
+                  std::to_string(plan->minMessageBytes) + ", " + std::to_string(plan->maxMessageBytes) + "]");
+  }
+  std::unique_lock lock(mutex_);
+  if (!replace && plans_.count(info.name) != 0) {
+    throw invalid("name: a plan named '" + info.name + "' is registered already (unregister it, or replace it)");
+  }
+  auto entry = std::make_shared<RegisteredPlan>(RegisteredPlan{std::move(info), std::move(plan), ++sequence_});
+  plans_[entry->info.name] = entry;
+  invalidateLocked();
+  return entry;
+}
+
+bool PlanRegistry::remove(const std::string& name) {
+  std::unique_lock lock(mutex_);
+  const bool removed = plans_.erase(name) != 0;
+  if (removed) invalidateLocked();
+  return removed;
+}
+
+void PlanRegistry::clear(std::optional<PlanSource> source) {
+  std::unique_lock lock(mutex_);
+  std::erase_if(plans_, [&](const auto& item) { return !source || item.second->info.source == *source; });
+  invalidateLocked();
+}
+
+PlanEntry PlanRegistry::find(const std::string& name) const {
+  std::shared_lock lock(mutex_);
+  auto it = plans_.find(name);
+  return it == plans_.end() ? nullptr : it->second;
+}
+
+std::vector<PlanEntry> PlanRegistry::list() const {
+  std::vector<PlanEntry> out;
+  {
+    std::shared_lock lock(mutex_);
+    for (const auto& item : plans_) out.push_back(item.second);
+  }
+  std::sort(out.begin(), out.end(), [](const PlanEntry& a, const PlanEntry& b) { return rankedBefore(*a, *b); });
+  return out;
+}
+
+void PlanRegistry::setSelector(Selector selector) {
+  std::unique_lock lock(mutex_);
+  selector_ = std::move(selector);
+  invalidateLocked();
+}
+
+void PlanRegistry::invalidateLocked() {
+  cache_.clear();
+  ++generation_;
+}
+
+PlanRegistry::CacheKey PlanRegistry::keyOf(const SelectionRequest& r) {
+  return CacheKey{r.collective, r.messageBytes, r.dataType, r.worldSize, r.ranksPerNode, r.inplace,
+                  r.capturing,  r.root ? int64_t(*r.root) : -1, r.tags};
+}
+
+size_t PlanRegistry::CacheKeyHash::operator()(const CacheKey& k) const {
+  size_t h = std::hash<uint64_t>{}(k.messageBytes);
+  auto mix = [&h](uint64_t v) { h ^= std::hash<uint64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  mix(uint64_t(k.collective) | uint64_t(k.dataType) << 8 | uint64_t(k.inplace) << 16 | uint64_t(k.capturing) << 17);
+  mix(uint64_t(k.worldSize) << 32 | k.ranksPerNode);
+  mix(uint64_t(k.root));
+  for (const std::string& tag : k.tags) mix(std::hash<std::string>{}(tag));
+  return h;
+}
+
+std::vector<PlanEntry> PlanRegistry::candidatesLocked(const SelectionRequest& request) const {
+  std::vector<PlanEntry> out;
+  for (const auto& item : plans_) {
+    if (planFits(item.second->info, request)) out.push_back(item.second);
+  }
+  std::sort(out.begin(), out.end(), [](const PlanEntry& a, const PlanEntry& b) { return rankedBefore(*a, *b); });
+  return out;
+}
+
+std::vector<PlanEntry> PlanRegistry::candidates(const SelectionRequest& request) const {
+  std::shared_lock lock(mutex_);
+  return candidatesLocked(request);
+}
+
+std::shared_ptr<const Plan> PlanRegistry::select(const SelectionRequest& request) {
+  selections_.fetch_add(1, std::memory_order_relaxed);
+  const CacheKey key = keyOf(request);
+  SelectionRequest full = request;
+  Selector selector;
+  uint64_t generation = 0;
+  {
+    std::shared_lock lock(mutex_);
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      cacheHits_.fetch_add(1, std::memory_order_relaxed);
+      return it->second;
+    }
+    full.candidates = candidatesLocked(request);
+    selector = selector_;
+    generation = generation_;
+  }
+  // The selector runs without the lock: it may look at the registry itself.
+  std::shared_ptr<const Plan> chosen;
+  if (selector) {
+    selectorCalls_.fetch_add(1, std::memory_order_relaxed);
+    chosen = selector(full);
+  } else if (!full.candidates.empty()) {
+    chosen = full.candidates.front()->plan;
+  }
+  std::unique_lock lock(mutex_);
+  if (generation == generation_) {
+    if (cache_.size() >= kMaxCachedSelections) cache_.clear();
+    cache_.emplace(key, chosen);
+  }
+  return chosen;
+}
+
+std::shared_ptr<const Plan> PlanRegistry::selectOrThrow(const SelectionRequest& request) {
+  if (auto plan = select(request)) return plan;
+  std::ostringstream out;
+  out << "no plan for " << describe(request) << ". Registered for " << collectiveName(request.collective) << " over "
+      << request.worldSize << " ranks:";
+  bool any = false;
+  for (const PlanEntry& entry : list()) {
+    const PlanInfo& info = entry->info;
+    if (info.collective != request.collective || info.worldSize != request.worldSize) continue;
+    out << "\n  " << info.name << " (" << planSourceName(info.source) << "): " << info.ranksPerNode
+        << " per node, bytes " << info.minMessageBytes << ".." << info.maxMessageBytes << ", "
+        << (info.inplace ? "in place" : "out of place");
+    if (info.root) out << ", root " << *info.root;
+    any = true;
+  }
+  if (!any) out << " none (is `loom install-plans` done? bundled plans load from " << defaultPlansDirectory() << ")";
+  throw invalid(out.str());
+}
+
+std::vector<std::string> PlanRegistry::loadDirectory(const std::string& directory, PlanSource source) {
+  std::vector<std::string> skipped;
+  std::error_code error;
+  if (!std::filesystem::is_directory(directory, error)) return skipped;
+  std::vector<std::filesystem::path> files;
+  for (const auto& item : std::filesystem::directory_iterator(directory, error)) {
+    if (item.path().extension() == ".json") files.push_back(item.path());
+  }
+  std::sort(files.begin(), files.end());  // a stable registration order, so ties break the same way everywhere
+  for (const auto& path : files) {
+    try {
+      auto plan = std::make_shared<const Plan>(Plan::load(path.string()));
+      if (find(plan->name)) continue;
+      add(plan, planInfoFrom(*plan, source));
+    } catch (const std::exception& e) {
+      skipped.push_back(path.string() + ": " + e.what());
+    }
+  }
+  return skipped;
+}
+
+std::vector<std::string> PlanRegistry::ensureDefaultPlansLoaded() {
+  const std::string directory = defaultPlansDirectory();
+  std::lock_guard lock(defaultPlansMutex_);
+  if (!defaultPlansFrom_ || *defaultPlansFrom_ != directory) {
+    // The cache root changed (LOOM_CACHE_DIR): the bundled plans are those of the new root.
+    if (defaultPlansFrom_) clear(PlanSource::kBundled);
+    defaultPlansSkipped_ = loadDirectory(directory, PlanSource::kBundled);
+    // A damaged cache file must not stop the job, but it must not pass unnoticed either.
+    for (const std::string& line : defaultPlansSkipped_) {
+      std::fprintf(stderr, "loom: skipped bundled plan %s\n", line.c_str());
+    }
+    defaultPlansFrom_ = directory;
+  }
+  return defaultPlansSkipped_;
+}
+
+RegistryStats PlanRegistry::stats() const {
+  return RegistryStats{selections_.load(), cacheHits_.load(), selectorCalls_.load()};
+}
+
+}  // namespace loom
