@@ -9,5 +9,6 @@ void bindPlan(pybind11::module_& module);       // loom.Plan
 void bindBootstrap(pybind11::module_& module);  // UniqueId, Bootstrap, launch_environment()
 void bindCommunicator(pybind11::module_& module);  // Communicator, RegisteredMemory, Connection
 void bindExecutor(pybind11::module_& module);      // Executor
+void bindRegistry(pybind11::module_& module);      // the plan registry and selector
 
 }  // namespace loom::python

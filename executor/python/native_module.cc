@@ -12,4 +12,5 @@ PYBIND11_MODULE(_native, module) {
   loom::python::bindBootstrap(module);
   loom::python::bindCommunicator(module);
   loom::python::bindExecutor(module);
+  loom::python::bindRegistry(module);
 }

@@ -1,6 +1,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <memory>
 #include <string>
 
 #include "bindings.hpp"
@@ -45,7 +46,8 @@ py::list gpuList(const Plan& plan) {
 }  // namespace
 
 void bindPlan(py::module_& module) {
-  py::class_<Plan>(module, "Plan", "A decoded and checked execution plan (format v1).")
+  // Held by shared_ptr: the registry shares a registered plan instead of copying it.
+  py::class_<Plan, std::shared_ptr<Plan>>(module, "Plan", "A decoded and checked execution plan (format v1).")
       .def_static("load", &Plan::load, py::arg("path"),
                   "Read, decode and check a plan file; raises loom.PlanError naming the JSON path of the first "
                   "problem.")

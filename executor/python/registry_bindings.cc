@@ -1,0 +1,222 @@
+// loom._native registry functions: the process's plan registry and selector (loom/plan_registry.hpp).
+// loom.registry (Python) is the documented face of these; it accepts plan paths and checks arguments.
+
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "loom/data_type.hpp"
+#include "loom/error.hpp"
+#include "loom/plan_registry.hpp"
+
+namespace py = pybind11;
+
+namespace loom::python {
+namespace {
+
+Error invalid(const std::string& message) { return Error(ErrorCategory::kInvalidArgument, message); }
+
+// pybind11 holders cannot be shared_ptr<const T>: entries cross to Python as shared_ptr<T> (their
+// properties are read-only, so Python cannot change them).
+using MutableEntry = std::shared_ptr<RegisteredPlan>;
+MutableEntry exposed(const PlanEntry& entry) { return std::const_pointer_cast<RegisteredPlan>(entry); }
+std::vector<MutableEntry> exposed(const std::vector<PlanEntry>& entries) {
+  std::vector<MutableEntry> out;
+  for (const PlanEntry& entry : entries) out.push_back(exposed(entry));
+  return out;
+}
+
+Collective parseCollective(const std::string& name) {
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll,
+                       Collective::kBroadcast, Collective::kSendRecv}) {
+    if (name == collectiveName(c)) return c;
+  }
+  throw invalid("collective: expected allreduce, allgather, reducescatter, alltoall, broadcast or sendrecv, got '" +
+                name + "'");
+}
+
+DataType parseType(const std::string& name) {
+  if (auto type = dataTypeFromName(name)) return *type;
+  throw invalid("dtype: Loom cannot run '" + name + "'");
+}
+
+PlanSource parseSource(const std::string& name) {
+  if (name == "user") return PlanSource::kUser;
+  if (name == "bundled") return PlanSource::kBundled;
+  throw invalid("source: expected 'user' or 'bundled', got '" + name + "'");
+}
+
+SelectionRequest makeRequest(const std::string& collective, uint64_t messageBytes, const std::string& dtype,
+                             uint32_t worldSize, uint32_t ranksPerNode, bool inplace, bool capturing,
+                             std::optional<uint32_t> root, std::vector<std::string> tags) {
+  SelectionRequest request;
+  request.collective = parseCollective(collective);
+  request.messageBytes = messageBytes;
+  request.dataType = parseType(dtype);
+  request.worldSize = worldSize;
+  request.ranksPerNode = ranksPerNode;
+  request.inplace = inplace;
+  request.capturing = capturing;
+  request.root = root;
+  request.tags = std::move(tags);
+  return request;
+}
+
+// A Python selector returns a candidate (PlanEntry), a loom.Plan, or None.
+Selector wrapSelector(py::function function) {
+  return [function = std::move(function)](const SelectionRequest& request) -> std::shared_ptr<const Plan> {
+    py::gil_scoped_acquire gil;
+    py::object chosen = function(request);
+    if (chosen.is_none()) return nullptr;
+    if (py::isinstance<RegisteredPlan>(chosen)) return chosen.cast<MutableEntry>()->plan;
+    if (py::isinstance<Plan>(chosen)) return chosen.cast<std::shared_ptr<Plan>>();
+    throw invalid("selector: must return one of request.candidates, a loom.Plan or None, got " +
+                  std::string(py::str(py::type::of(chosen).attr("__name__"))));
+  };
+}
+
+#define LOOM_REQUEST_ARGS                                                                                          \
+  py::arg("collective"), py::arg("message_bytes"), py::arg("dtype"), py::arg("world_size"), py::arg("ranks_per_node"), \
+      py::arg("inplace") = false, py::arg("capturing") = false, py::arg("root") = py::none(),                        \
+      py::arg("tags") = std::vector<std::string>{}
+
+}  // namespace
+
+void bindRegistry(py::module_& module) {
+  py::class_<RegisteredPlan, MutableEntry>(module, "PlanEntry", "A registered plan and the metadata it is selected by.")
+      .def_property_readonly("name", [](const RegisteredPlan& e) { return e.info.name; })
+      .def_property_readonly("plan", [](const RegisteredPlan& e) { return std::const_pointer_cast<Plan>(e.plan); })
+      .def_property_readonly("collective", [](const RegisteredPlan& e) { return std::string(collectiveName(e.info.collective)); })
+      .def_property_readonly("world_size", [](const RegisteredPlan& e) { return e.info.worldSize; })
+      .def_property_readonly("ranks_per_node", [](const RegisteredPlan& e) { return e.info.ranksPerNode; })
+      .def_property_readonly("min_message_bytes", [](const RegisteredPlan& e) { return e.info.minMessageBytes; })
+      .def_property_readonly("max_message_bytes", [](const RegisteredPlan& e) { return e.info.maxMessageBytes; })
+      .def_property_readonly("protocol", [](const RegisteredPlan& e) { return std::string(protocolName(e.info.protocol)); })
+      .def_property_readonly("inplace", [](const RegisteredPlan& e) { return e.info.inplace; })
+      .def_property_readonly("root", [](const RegisteredPlan& e) { return e.info.root; })
+      .def_property_readonly("data_types",
+                             [](const RegisteredPlan& e) {
+                               std::vector<std::string> out;
+                               for (DataType t : e.info.dataTypes) out.emplace_back(dataTypeName(t));
+                               return out;
+                             })
+      .def_property_readonly("tags", [](const RegisteredPlan& e) { return e.info.tags; })
+      .def_property_readonly("priority", [](const RegisteredPlan& e) { return e.info.priority; })
+      .def_property_readonly("source", [](const RegisteredPlan& e) { return std::string(planSourceName(e.info.source)); })
+      .def("__repr__", [](const RegisteredPlan& e) {
+        return "<loom.PlanEntry '" + e.info.name + "' " + std::string(collectiveName(e.info.collective)) + " " +
+               std::to_string(e.info.worldSize) + " ranks, bytes " + std::to_string(e.info.minMessageBytes) + ".." +
+               std::to_string(e.info.maxMessageBytes) + ", " + std::string(planSourceName(e.info.source)) + ">";
+      });
+
+  py::class_<SelectionRequest>(module, "SelectionRequest", "One call, as a selector sees it.")
+      .def_property_readonly("collective", [](const SelectionRequest& r) { return std::string(collectiveName(r.collective)); })
+      .def_readonly("message_bytes", &SelectionRequest::messageBytes)
+      .def_property_readonly("dtype", [](const SelectionRequest& r) { return std::string(dataTypeName(r.dataType)); })
+      .def_readonly("world_size", &SelectionRequest::worldSize)
+      .def_readonly("ranks_per_node", &SelectionRequest::ranksPerNode)
+      .def_readonly("inplace", &SelectionRequest::inplace)
+      .def_readonly("capturing", &SelectionRequest::capturing)
+      .def_readonly("root", &SelectionRequest::root)
+      .def_readonly("tags", &SelectionRequest::tags)
+      .def_property_readonly(
+          "candidates", [](const SelectionRequest& r) { return exposed(r.candidates); },
+          "Registered plans that fit, best first.")
+      .def("__repr__", [](const SelectionRequest& r) {
+        return "<loom.SelectionRequest " + std::string(collectiveName(r.collective)) + " " +
+               std::to_string(r.messageBytes) + " bytes " + std::string(dataTypeName(r.dataType)) + ", " +
+               std::to_string(r.candidates.size()) + " candidates>";
+      });
+
+  module.def(
+      "registry_add",
+      [](std::shared_ptr<Plan> plan, std::optional<std::string> name, std::optional<uint64_t> minBytes,
+         std::optional<uint64_t> maxBytes, std::optional<std::vector<std::string>> dataTypes,
+         std::vector<std::string> tags, int32_t priority, const std::string& source, bool replace) {
+        if (!plan) throw invalid("plan: expected a loom.Plan, got None");
+        PlanInfo info = planInfoFrom(*plan, parseSource(source));
+        if (name) info.name = *name;
+        if (minBytes) info.minMessageBytes = *minBytes;
+        if (maxBytes) info.maxMessageBytes = *maxBytes;
+        if (dataTypes) {
+          for (const std::string& t : *dataTypes) info.dataTypes.push_back(parseType(t));
+        }
+        info.tags = std::move(tags);
+        info.priority = priority;
+        return exposed(PlanRegistry::global().add(plan, std::move(info), replace));
+      },
+      py::arg("plan"), py::arg("name") = py::none(), py::arg("min_message_bytes") = py::none(),
+      py::arg("max_message_bytes") = py::none(), py::arg("data_types") = py::none(),
+      py::arg("tags") = std::vector<std::string>{}, py::arg("priority") = 0, py::arg("source") = "user",
+      py::arg("replace") = false);
+  module.def("registry_remove", [](const std::string& name) { return PlanRegistry::global().remove(name); },
+             py::arg("name"));
+  module.def(
+      "registry_clear",
+      [](std::optional<std::string> source) {
+        PlanRegistry::global().clear(source ? std::optional<PlanSource>(parseSource(*source)) : std::nullopt);
+      },
+      py::arg("source") = py::none());
+  module.def("registry_find", [](const std::string& name) { return exposed(PlanRegistry::global().find(name)); },
+             py::arg("name"));
+  module.def("registry_list", [] { return exposed(PlanRegistry::global().list()); });
+  module.def(
+      "registry_set_selector",
+      [](std::optional<py::function> function) {
+        PlanRegistry::global().setSelector(function ? wrapSelector(std::move(*function)) : Selector());
+      },
+      py::arg("selector"));
+  module.def(
+      "registry_select",
+      [](const std::string& collective, uint64_t messageBytes, const std::string& dtype, uint32_t worldSize,
+         uint32_t ranksPerNode, bool inplace, bool capturing, std::optional<uint32_t> root,
+         std::vector<std::string> tags) {
+        SelectionRequest request = makeRequest(collective, messageBytes, dtype, worldSize, ranksPerNode, inplace,
+                                               capturing, root, std::move(tags));
+        return std::const_pointer_cast<Plan>(PlanRegistry::global().select(request));
+      },
+      LOOM_REQUEST_ARGS, "The plan for one call, or None (cached per request).");
+  module.def(
+      "registry_select_or_raise",
+      [](const std::string& collective, uint64_t messageBytes, const std::string& dtype, uint32_t worldSize,
+         uint32_t ranksPerNode, bool inplace, bool capturing, std::optional<uint32_t> root,
+         std::vector<std::string> tags) {
+        SelectionRequest request = makeRequest(collective, messageBytes, dtype, worldSize, ranksPerNode, inplace,
+                                               capturing, root, std::move(tags));
+        return std::const_pointer_cast<Plan>(PlanRegistry::global().selectOrThrow(request));
+      },
+      LOOM_REQUEST_ARGS, "The plan for one call; no plan is an InvalidArgumentError saying what is registered.");
+  module.def(
+      "registry_candidates",
+      [](const std::string& collective, uint64_t messageBytes, const std::string& dtype, uint32_t worldSize,
+         uint32_t ranksPerNode, bool inplace, bool capturing, std::optional<uint32_t> root,
+         std::vector<std::string> tags) {
+        return exposed(PlanRegistry::global().candidates(
+            makeRequest(collective, messageBytes, dtype, worldSize, ranksPerNode, inplace, capturing, root, std::move(tags))));
+      },
+      LOOM_REQUEST_ARGS);
+  module.def(
+      "registry_load_directory",
+      [](const std::string& directory, const std::string& source) {
+        return PlanRegistry::global().loadDirectory(directory, parseSource(source));
+      },
+      py::arg("directory"), py::arg("source") = "user", "Registers every *.json there; returns the files skipped.");
+  module.def("registry_load_default_plans", [] { return PlanRegistry::global().ensureDefaultPlansLoaded(); },
+             "Loads <cache root>/default once (per root); returns the files skipped.");
+  module.def("registry_stats", [] {
+    RegistryStats stats = PlanRegistry::global().stats();
+    py::dict out;
+    out["selections"] = stats.selections;
+    out["cache_hits"] = stats.cacheHits;
+    out["selector_calls"] = stats.selectorCalls;
+    return out;
+  });
+}
+
+}  // namespace loom::python
