@@ -3,7 +3,8 @@
 The compiler side of the package is pure Python. The runtime and executor live in the native
 extension ``loom._native``, which is imported only when one of its names is used (``loom.Plan``).
 ``loom.verify`` (the plan verifier; ``loom.verify(plan)`` lists what is wrong with a plan) is
-imported on first use too.
+imported on first use too, as are ``loom.Communicator`` (collective calls that select a plan per call)
+and the registry's functions (``register_plan``, ``set_selector``, ...; see ``loom.registry``).
 """
 
 from loom.errors import (
@@ -20,6 +21,7 @@ from loom.errors import (
 from loom.version import __version__
 
 __all__ = [
+    "Communicator",
     "CudaError",
     "DSLError",
     "Executor",
@@ -32,10 +34,17 @@ __all__ = [
     "PlanError",
     "TransportError",
     "__version__",
+    "list_plans",
+    "register_plan",
+    "set_fallback",
+    "set_selector",
+    "unregister_plan",
     "verify",
 ]
 
 _NATIVE_NAMES = {"Plan"}
+# The registry's functions (loom.registry), loaded on first use: they need the native module.
+_REGISTRY_NAMES = {"list_plans", "register_plan", "set_fallback", "set_selector", "unregister_plan"}
 
 
 def __getattr__(name: str):
@@ -43,10 +52,18 @@ def __getattr__(name: str):
         from loom.executor import Executor
 
         return Executor
-    if name == "verify":  # the plan verifier (loom.verify), loaded on first use to keep `import loom` cheap
+    if name == "Communicator":
+        from loom.communicator import Communicator
+
+        return Communicator
+    if name in _REGISTRY_NAMES:
+        from loom import registry
+
+        return getattr(registry, name)
+    if name in ("verify", "registry"):  # submodules loaded on first use, to keep `import loom` cheap
         import importlib
 
-        return importlib.import_module("loom.verify")
+        return importlib.import_module(f"loom.{name}")
     if name in _NATIVE_NAMES:
         from loom.native import native_module
 

@@ -56,6 +56,9 @@ void bindExecutor(py::module_& module) {
           py::arg("op") = "sum", py::arg("stream") = 0,
           "One collective call on buffers given by address (see loom.Executor for tensors).")
       .def_property_readonly("on_gpu", &Executor::onGpu)
+      .def(
+          "capturing", [](const Executor& e, uint64_t stream) { return e.capturing(reinterpret_cast<void*>(stream)); },
+          py::arg("stream"), "Whether a CUDA graph is being captured on the stream (a cudaStream_t as int).")
       .def("stats", [](const Executor& executor) {
         ExecutorStats stats = executor.stats();
         py::dict out;

@@ -276,6 +276,7 @@ Executor::~Executor() {
 
 Communicator& Executor::communicator() const { return *impl_->communicator; }
 bool Executor::onGpu() const { return impl_->backend->onGpu(); }
+bool Executor::capturing(void* stream) const { return impl_->backend->capturing(stream); }
 ExecutorStats Executor::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->stats;

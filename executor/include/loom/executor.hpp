@@ -47,6 +47,8 @@ class Executor {
 
   Communicator& communicator() const;
   bool onGpu() const;
+  // Whether a CUDA graph is being captured on `stream` (always false on the CPU backend).
+  bool capturing(void* stream) const;
   ExecutorStats stats() const;
 
  private:

@@ -1,0 +1,132 @@
+"""``loom.Communicator``: collective calls that pick a plan per call and run it.
+
+    comm = loom.Communicator()            # from the launcher's environment (loom.launch, torchrun, ...)
+    comm.all_reduce(grad)                 # in place, on the tensor's current stream
+    comm.all_gather(output, shard)
+
+Each call describes itself to the plan registry (collective, bytes, dtype, world size, ranks per node,
+in place, whether a CUDA graph is being captured, root, the communicator's tags), takes the plan the
+selector picks (``loom.registry``), and executes it with ``loom.Executor``. Bundled plans from
+``<cache root>/default`` are registered when the communicator is created. Calls are enqueued on the
+current stream and return at once; they work inside ``torch.cuda.graph`` capture. Every rank makes the
+same calls in the same order, as with NCCL.
+
+In place means what it means for NCCL: ``all_reduce(t)`` and ``broadcast(t)`` use one buffer;
+``all_gather(output, input)`` is in place when ``input`` is this rank's slice of ``output``, and
+``reduce_scatter(output, input)`` when ``output`` is this rank's slice of ``input``.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterable
+
+from loom import registry
+from loom.errors import InvalidArgumentError
+from loom.executor import Executor
+from loom.native import native_module
+from loom.tensors import buffer_view, stream_handle
+
+
+class Communicator:
+    def __init__(self, bootstrap: object = None, *, host_only: bool = False, tags: Iterable[str] = ()) -> None:
+        """``bootstrap``: a ``loom._native.Bootstrap`` (default: ``Bootstrap.from_environment()``, which
+        reads loom.launch, torchrun, Open MPI or Slurm variables). ``host_only``: run on host threads and
+        host memory (the CPU backend) instead of this rank's GPU. ``tags``: asked of every selection."""
+        native = native_module()
+        if bootstrap is None:
+            bootstrap = native.Bootstrap.from_environment()
+        self.native = native.Communicator(bootstrap, host_only=host_only)
+        self.executor = Executor(self.native)  # registers the bundled plans (once per process)
+        self.rank = self.native.rank
+        self.world_size = self.native.world_size
+        self.ranks_per_node = self.native.local_world_size
+        self.tags = list(tags)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.executor.on_gpu
+
+    def all_reduce(self, tensor: object, op: str = "sum", *, stream: object = None) -> None:
+        self._run("allreduce", tensor, tensor, op, stream, inplace=True)
+
+    def all_gather(self, output: object, input: object, *, stream: object = None) -> None:
+        source, target = buffer_view(input, "input"), buffer_view(output, "output")
+        inplace = source.pointer == target.pointer + self.rank * source.nbytes
+        self._run("allgather", output, input, "sum", stream, inplace=inplace)
+
+    def reduce_scatter(self, output: object, input: object, op: str = "sum", *, stream: object = None) -> None:
+        source, target = buffer_view(input, "input"), buffer_view(output, "output")
+        inplace = target.pointer == source.pointer + self.rank * target.nbytes
+        self._run("reducescatter", output, input, op, stream, inplace=inplace)
+
+    def all_to_all(self, output: object, input: object, *, stream: object = None) -> None:
+        inplace = buffer_view(input, "input").pointer == buffer_view(output, "output").pointer
+        self._run("alltoall", output, input, "sum", stream, inplace=inplace)
+
+    def broadcast(self, tensor: object, root: int = 0, *, stream: object = None) -> None:
+        if not isinstance(root, int) or not 0 <= root < self.world_size:
+            raise InvalidArgumentError(f"root: expected a rank from 0 to {self.world_size - 1}, got {root!r}")
+        self._run("broadcast", tensor, tensor, "sum", stream, inplace=True, root=root)
+
+    def send(self, tensor: object, peer: int, *, stream: object = None) -> None:
+        """Send ``tensor`` to ``peer``, which calls ``recv`` at the same point of its program."""
+        self._point_to_point(tensor, peer, sending=True, stream=stream)
+
+    def recv(self, tensor: object, peer: int, *, stream: object = None) -> None:
+        """Receive into ``tensor`` what ``peer`` sends with ``send``."""
+        self._point_to_point(tensor, peer, sending=False, stream=stream)
+
+    def _point_to_point(self, tensor: object, peer: int, *, sending: bool, stream: object) -> None:
+        # Send and receive run a `sendrecv` plan (each rank's input goes to the next rank's output).
+        # With two ranks that is exactly one transfer each way; with more, every rank would have to
+        # take part in every call, which a send between two of them cannot promise.
+        if self.world_size != 2:
+            raise InvalidArgumentError(
+                f"send/recv: run over a sendrecv plan, which pairs ranks only when there are 2 (this job has"
+                f" {self.world_size})"
+            )
+        if peer != 1 - self.rank:
+            raise InvalidArgumentError(f"peer: expected {1 - self.rank} (the other rank), got {peer!r}")
+        # The unused side of the exchange: the peer's recv buffer size matches ours.
+        spare = _empty_like(tensor)
+        source, target = (tensor, spare) if sending else (spare, tensor)
+        self._run("sendrecv", target, source, "sum", stream, inplace=False)
+
+    def _run(
+        self, collective: str, output: object, input: object, op: str, stream: object, *, inplace: bool, root=None
+    ) -> None:
+        source = buffer_view(input, "input")
+        handle = stream_handle(stream, [source]) if self.on_gpu else 0
+        capturing = self.on_gpu and self.executor._native.capturing(handle)
+        args = (collective, source.nbytes, source.dtype, self.world_size, self.ranks_per_node)
+        plan = native_module().registry_select(*args, inplace, capturing, root, self.tags)
+        if plan is None:
+            fallback = registry.fallback()
+            if fallback is None:
+                native_module().registry_select_or_raise(*args, inplace, capturing, root, self.tags)  # raises
+            request = types.SimpleNamespace(
+                collective=collective,
+                message_bytes=source.nbytes,
+                dtype=source.dtype,
+                world_size=self.world_size,
+                ranks_per_node=self.ranks_per_node,
+                inplace=inplace,
+                capturing=capturing,
+                root=root,
+                tags=list(self.tags),
+                op=op,
+            )
+            fallback(request, output, input)
+            return
+        self.executor.execute(plan, input, output, op=op, stream=stream)
+
+
+def _empty_like(tensor: object) -> object:
+    """A buffer of the same type, size, dtype and device as ``tensor`` (torch, CuPy or NumPy)."""
+    module = type(tensor).__module__.split(".")[0]
+    if module in ("torch", "numpy", "cupy"):
+        return __import__(module).empty_like(tensor)
+    raise InvalidArgumentError(
+        f"tensor: send/recv take torch tensors, CuPy or NumPy arrays, got {type(tensor).__name__}"
+    )

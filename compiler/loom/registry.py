@@ -1,0 +1,132 @@
+"""The plan registry and the per-call selector of this process.
+
+    loom.register_plan("my_allreduce.json", tags=["nvlink"], priority=1)
+    loom.set_selector(lambda request: request.candidates[0] if request.candidates else None)
+
+Every collective call of a :class:`loom.Communicator` asks the registry for a plan: the selector gets a
+request (collective, message bytes, dtype, world size, ranks per node, in place, whether a CUDA graph is
+being captured, root, tags, and the registered plans that fit it, best first) and returns one of them,
+another ``loom.Plan``, or ``None``. The default selector takes the first candidate: user plans before
+bundled ones, then the narrowest size range, then the highest priority, then the earliest registered.
+
+A selection is cached per request, so a selector runs once per distinct request; registering,
+unregistering or setting a selector clears the cache. When no plan is found, the communicator calls the
+fallback set with :func:`set_fallback` (for example one that calls NCCL), or raises an error that lists
+what is registered. The registry itself lives in C++ (``executor/include/loom/plan_registry.hpp``) and is
+thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from loom.errors import InvalidArgumentError
+from loom.native import native_module
+
+_fallback: Callable[..., Any] | None = None
+
+
+def _as_plan(plan: object) -> object:
+    native = native_module()
+    if isinstance(plan, native.Plan):
+        return plan
+    if isinstance(plan, (str, os.PathLike)):
+        return native.Plan.load(os.fspath(plan))
+    raise InvalidArgumentError(f"plan: expected a loom.Plan or a plan file path, got {type(plan).__name__}")
+
+
+def register_plan(
+    plan: object,
+    *,
+    name: str | None = None,
+    min_message_bytes: int | None = None,
+    max_message_bytes: int | None = None,
+    data_types: Iterable[str] | None = None,
+    tags: Iterable[str] = (),
+    priority: int = 0,
+    replace: bool = False,
+) -> object:
+    """Register ``plan`` (a loom.Plan or a plan file path) as a user plan; returns its ``PlanEntry``.
+
+    Metadata comes from the plan (name, collective, world size, ranks per node, size range, protocol,
+    in place, root); ``name`` renames it, ``min/max_message_bytes`` narrow its size range, ``data_types``
+    restrict it (default: every type), ``tags`` are what requests may ask for, ``priority`` breaks ties
+    between equally narrow plans (higher wins). A name already registered is an error unless ``replace``.
+    """
+    return native_module().registry_add(
+        _as_plan(plan),
+        name=name,
+        min_message_bytes=min_message_bytes,
+        max_message_bytes=max_message_bytes,
+        data_types=None if data_types is None else list(data_types),
+        tags=list(tags),
+        priority=priority,
+        replace=replace,
+    )
+
+
+def unregister_plan(name: str) -> bool:
+    """Remove the plan registered as ``name``; False if there was none."""
+    return native_module().registry_remove(name)
+
+
+def list_plans(collective: str | None = None, world_size: int | None = None, source: str | None = None) -> list:
+    """Registered plans (``PlanEntry``), in the default selector's order, optionally filtered."""
+    return [
+        entry
+        for entry in native_module().registry_list()
+        if (collective is None or entry.collective == collective)
+        and (world_size is None or entry.world_size == world_size)
+        and (source is None or entry.source == source)
+    ]
+
+
+def set_selector(selector: Callable[[Any], Any] | None) -> None:
+    """Use ``selector(request)`` for every selection (``None``: the default selector again)."""
+    if selector is not None and not callable(selector):
+        raise InvalidArgumentError(f"selector: expected a callable or None, got {type(selector).__name__}")
+    native_module().registry_set_selector(selector)
+
+
+def set_fallback(fallback: Callable[..., Any] | None) -> None:
+    """What a communicator calls when no plan fits: ``fallback(request, output, input)`` performs the call
+    itself (``request`` as a selector sees it). ``None``: raise an error instead (the default)."""
+    global _fallback
+    if fallback is not None and not callable(fallback):
+        raise InvalidArgumentError(f"fallback: expected a callable or None, got {type(fallback).__name__}")
+    _fallback = fallback
+
+
+def fallback() -> Callable[..., Any] | None:
+    return _fallback
+
+
+def select(
+    collective: str,
+    message_bytes: int,
+    dtype: str,
+    world_size: int,
+    ranks_per_node: int,
+    *,
+    inplace: bool = False,
+    capturing: bool = False,
+    root: int | None = None,
+    tags: Iterable[str] = (),
+) -> object | None:
+    """The plan the selector picks for one call, or None (cached per request)."""
+    return native_module().registry_select(
+        collective, message_bytes, dtype, world_size, ranks_per_node, inplace, capturing, root, list(tags)
+    )
+
+
+def load_default_plans() -> list[str]:
+    """Register the bundled plans of ``<cache root>/default`` (once per cache root; an executor does this
+    when it is created). Returns the files that could not be loaded, each with its error."""
+    return native_module().registry_load_default_plans()
+
+
+def stats() -> dict:
+    """Selections made, answered from the cache, and selector calls."""
+    return native_module().registry_stats()

@@ -1,0 +1,196 @@
+"""loom.Communicator end to end on the CPU backend (ranks on host threads): each collective selects a
+registered plan per call and matches a numpy reference; custom selectors, the fallback and the no-plan
+error; the registry's Python API."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from loom.compile import compile_algorithm
+
+_native = pytest.importorskip("loom._native", reason="the native module is not built")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+import loom  # noqa: E402
+from loom.errors import InvalidArgumentError  # noqa: E402
+from rank_threads import run_ranks  # noqa: E402
+
+WORLD = 4
+
+# (plan name, algorithm, world size, in place, options)
+PLANS = [
+    ("t_allreduce_inplace", "allreduce_allpairs_packet", WORLD, True, {}),
+    ("t_allgather", "allgather_fullmesh", WORLD, False, {}),
+    ("t_allgather_inplace", "allgather_fullmesh", WORLD, True, {}),
+    ("t_reducescatter", "reducescatter_fullmesh", WORLD, False, {}),
+    ("t_alltoall", "alltoall_fullmesh", WORLD, False, {}),
+    ("t_broadcast_root1", "broadcast", WORLD, True, {"root": 1}),
+    ("t_sendrecv", "sendrecv", 2, False, {}),
+]
+
+
+@pytest.fixture
+def registered(tmp_path, monkeypatch):
+    """The test plans as user plans, and an empty cache root (no bundled plans in the way)."""
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
+    loom.registry.load_default_plans()
+    for name, algorithm, world, inplace, options in PLANS:
+        text = compile_algorithm(
+            algorithm,
+            world,
+            inplace=inplace,
+            plan_name=name,
+            verify=False,
+            min_message_size=0,
+            max_message_size=1 << 22,
+            **options,
+        )
+        loom.register_plan(_native.Plan.parse(text))
+    yield
+    for name, *_ in PLANS:
+        loom.unregister_plan(name)
+    loom.set_selector(None)
+    loom.set_fallback(None)
+
+
+def _run(world: int, body):
+    results = run_ranks(world, _native.UniqueId.create("127.0.0.1"), body, timeout_ms=30000)
+    for rank in range(world):
+        if isinstance(results[rank], BaseException):
+            raise results[rank]
+    return results
+
+
+def _data(rank: int, count: int) -> np.ndarray:
+    return np.random.default_rng(100 + rank).standard_normal(count).astype(np.float32)
+
+
+def test_every_collective_selects_and_matches_numpy(registered):
+    count = 1000 * WORLD  # 16,000 bytes: the pieces of reduce-scatter and all-to-all end mid-vector
+    inputs = [_data(r, count) for r in range(WORLD)]
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        rank = comm.rank
+        mine = inputs[rank]
+        piece = count // WORLD
+
+        tensor = mine.copy()
+        comm.all_reduce(tensor)
+        np.testing.assert_allclose(tensor, sum(x.astype(np.float64) for x in inputs), rtol=1e-5, atol=1e-5)
+
+        gathered = np.zeros(count * WORLD, np.float32)
+        comm.all_gather(gathered, mine)
+        np.testing.assert_array_equal(gathered, np.concatenate(inputs))
+        gathered_inplace = np.zeros(count * WORLD, np.float32)
+        gathered_inplace[rank * count : (rank + 1) * count] = mine
+        comm.all_gather(gathered_inplace, gathered_inplace[rank * count : (rank + 1) * count])
+        np.testing.assert_array_equal(gathered_inplace, np.concatenate(inputs))
+
+        scattered = np.zeros(piece, np.float32)
+        comm.reduce_scatter(scattered, mine)
+        expected = sum(x.astype(np.float64) for x in inputs)[rank * piece : (rank + 1) * piece]
+        np.testing.assert_allclose(scattered, expected, rtol=1e-5, atol=1e-5)
+
+        exchanged = np.zeros(count, np.float32)
+        comm.all_to_all(exchanged, mine)
+        np.testing.assert_array_equal(exchanged, np.concatenate([x[rank * piece : (rank + 1) * piece] for x in inputs]))
+
+        broadcast = mine.copy()
+        comm.broadcast(broadcast, root=1)
+        np.testing.assert_array_equal(broadcast, inputs[1])
+        return comm.executor.stats()["launches"]
+
+    assert all(launches == 6 for launches in _run(WORLD, body).values())
+
+
+def test_send_and_recv_between_two_ranks(registered):
+    payload = _data(7, 4096)
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        if comm.rank == 0:
+            comm.send(payload, peer=1)
+            return None
+        received = np.zeros_like(payload)
+        comm.recv(received, peer=0)
+        return received
+
+    np.testing.assert_array_equal(_run(2, body)[1], payload)
+
+
+def test_custom_selector_runs_once_per_request_and_the_fallback_takes_what_nothing_fits(registered):
+    seen = []
+
+    def selector(request):
+        seen.append((request.collective, request.message_bytes, request.dtype, request.inplace, request.capturing))
+        return request.candidates[0] if request.candidates else None
+
+    loom.set_selector(selector)
+    fallback_calls = []
+
+    def fallback(request, output, input):
+        fallback_calls.append((request.collective, request.message_bytes, request.world_size))
+        output[...] = input * WORLD  # what an all-reduce of equal inputs gives
+
+    loom.set_fallback(fallback)
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        for _ in range(3):
+            tensor = np.ones(256, np.float32)
+            comm.all_reduce(tensor)
+            assert np.all(tensor == WORLD)
+        huge = np.ones((1 << 22) // 4 + 4, np.float32)  # above every registered plan's range
+        comm.all_reduce(huge)
+        assert np.all(huge == WORLD)
+
+    _run(WORLD, body)
+    # Four ranks, two request keys: the selector ran once per key (all ranks share the process).
+    assert sorted(set(seen)) == [
+        ("allreduce", 1024, "float32", True, False),
+        ("allreduce", (1 << 22) + 16, "float32", True, False),
+    ]
+    assert len(seen) == 2
+    assert fallback_calls == [("allreduce", (1 << 22) + 16, WORLD)] * WORLD
+
+
+def test_no_plan_is_an_error_that_lists_what_is_registered(registered):
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        with pytest.raises(InvalidArgumentError) as error:
+            comm.all_reduce(np.ones((1 << 22) // 4 + 4, np.int32))  # above every plan's range
+        return str(error.value)
+
+    message = _run(WORLD, body)[0]
+    assert "no plan for allreduce of 4194320 bytes (int32, in place) over 4 ranks, 4 per node" in message
+    assert "t_allreduce_inplace (user): 4 per node, bytes 0..4194304, in place" in message
+
+
+def test_registry_python_api(registered):
+    entries = loom.list_plans(collective="allgather", world_size=WORLD)
+    assert [e.name for e in entries] == ["t_allgather", "t_allgather_inplace"]
+    assert entries[0].source == "user" and not entries[0].inplace and entries[1].inplace
+    plan = loom.registry.select("allgather", 4096, "float32", WORLD, WORLD, inplace=True)
+    assert plan.name == "t_allgather_inplace"
+    with pytest.raises(InvalidArgumentError, match="'t_allgather' is registered already"):
+        loom.register_plan(entries[0].plan)
+    text = compile_algorithm(
+        "allgather_fullmesh", WORLD, plan_name="t_allgather_bf16", verify=False, min_message_size=0
+    )
+    entry = loom.register_plan(
+        _native.Plan.parse(text), data_types=["bfloat16"], tags=["fast"], min_message_bytes=0, max_message_bytes=8192
+    )
+    try:
+        assert entry.data_types == ["bfloat16"] and entry.tags == ["fast"]
+        assert loom.registry.select("allgather", 4096, "bfloat16", WORLD, WORLD).name == "t_allgather_bf16"
+        assert loom.registry.select("allgather", 4096, "float32", WORLD, WORLD).name == "t_allgather"
+        assert loom.registry.select("allgather", 4096, "float32", WORLD, WORLD, tags=["fast"]) is None
+    finally:
+        assert loom.unregister_plan("t_allgather_bf16")
+    with pytest.raises(InvalidArgumentError, match="selector: expected a callable"):
+        loom.set_selector(42)
+    with pytest.raises(InvalidArgumentError, match="plan: expected a loom.Plan or a plan file path"):
+        loom.register_plan(3.5)
