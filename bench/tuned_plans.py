@@ -1,7 +1,7 @@
 """Compile the plan set the benchmark runs: for each collective, one plan per message-size range, with
-the algorithm, instance count and block size that were fastest there on 2 x H200 (an --every-plan run
-of bench/collective_bench.py over candidates; docs/perf/executor.md). Ranges do not overlap, so the
-benchmark's choice (the narrowest range that fits) is exactly this table.
+the algorithm, instance count and block size that were fastest there on 2 x H200 (the table is
+loom.algorithms.tuned_sizes.TABLE, shared with the bundled default plans). Ranges do not overlap, so
+the benchmark's choice (the narrowest range that fits) is exactly this table.
 
     python bench/tuned_plans.py --world-size 2 --out build/tuned_plans
 """
@@ -11,22 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from loom.algorithms.tuned_sizes import TABLE
 from loom.compile import compile_algorithm
-
-KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-
-# (algorithm, smallest bytes, largest bytes, instances, threads per block)
-TABLE = [
-    ("allreduce_allpairs_packet", 0, 32 * KiB, 4, 512),
-    ("allreduce_allpairs_packet", 32 * KiB + 1, 512 * KiB, 8, 512),
-    ("allreduce_rs_ag", 512 * KiB + 1, 64 * MiB, 64, 1024),
-    ("allreduce_rs_ag_pipelined", 64 * MiB + 1, GiB, 64, 1024),
-    ("allgather_fullmesh_packet", 0, 128 * KiB, 8, 512),
-    ("allgather_fullmesh", 128 * KiB + 1, GiB, 64, 1024),
-    ("reducescatter_fullmesh_packet", 0, 8 * KiB, 1, 256),
-    ("reducescatter_fullmesh_packet", 8 * KiB + 1, 512 * KiB, 8, 512),
-    ("reducescatter_read", 512 * KiB + 1, GiB, 64, 1024),
-]
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up Loom on a fresh Debian 12 machine: system packages (apt-get), a virtual environment in .venv
 # with the pinned Python packages, then the CMake build (build/, C++ tests included) installed into
-# .venv in editable mode. Safe to run again. PYTHON picks the interpreter (default: python3).
+# .venv in editable mode, then the bundled default plans copied into the cache directory (loom
+# install-plans). Safe to run again. PYTHON picks the interpreter (default: python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,4 +34,6 @@ echo "== build and install (build/)"
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 .venv/bin/python -m pip install -q --no-build-isolation -e . \
   -Cbuild-dir=build -Ccmake.define.LOOM_BUILD_TESTS=ON -Ccmake.build-type=Release
+echo "== default plans (<cache root>/default: \$LOOM_CACHE_DIR, else ~/.cache/loom)"
+.venv/bin/loom install-plans
 echo "== ready: $(.venv/bin/loom --version); activate with 'source .venv/bin/activate'"

@@ -145,6 +145,26 @@ def _cmd_asm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_install_plans(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from loom.cache import default_plans_dir
+    from loom.install_plans import install_default_plans
+
+    # --cache-dir names the cache root, as LOOM_CACHE_DIR does; the plans go into its `default` folder.
+    target = Path(args.cache_dir) / "default" if args.cache_dir else default_plans_dir()
+    installed = install_default_plans(target, force=args.force)
+    print(f"installed {len(installed)} default plans in {target}")
+    return 0
+
+
+def _cmd_cache_dir(args: argparse.Namespace) -> int:
+    from loom.cache import cache_root
+
+    print(cache_root())
+    return 0
+
+
 def _write_output(text: str, path: str | None) -> None:
     if path:
         with open(path, "w", encoding="utf-8") as handle:
@@ -211,6 +231,18 @@ def build_parser() -> argparse.ArgumentParser:
     asm.add_argument("text", metavar="PLAN.txt")
     asm.add_argument("-o", "--output", metavar="OUT.json", help="write the plan here instead of to stdout")
     asm.set_defaults(run=_cmd_asm)
+
+    install = sub.add_parser(
+        "install-plans", help="copy the bundled default plans into <cache root>/default, where the executor loads them"
+    )
+    install.add_argument("--force", action="store_true", help="rewrite every plan, even those already up to date")
+    install.add_argument(
+        "--cache-dir", metavar="DIR", help="the cache root (default: $LOOM_CACHE_DIR, else ~/.cache/loom)"
+    )
+    install.set_defaults(run=_cmd_install_plans)
+
+    cache_dir = sub.add_parser("cache-dir", help="print the cache root ($LOOM_CACHE_DIR, else ~/.cache/loom)")
+    cache_dir.set_defaults(run=_cmd_cache_dir)
     return parser
 
 

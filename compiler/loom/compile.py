@@ -1,4 +1,4 @@
-"""Compile entry points: a library algorithm by name, or a user's DSL file, into plan JSON text.
+"""Compile entry points: a library algorithm by name, a user's DSL file or function, into plan JSON text.
 
 These are the functions behind ``loom compile``; each returns the canonical plan text (the same
 inputs always give the same bytes) and raises :class:`loom.errors.InvalidArgumentError` for bad
@@ -15,6 +15,7 @@ import os
 import runpy
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,19 +113,7 @@ def compile_file(
     given = {"world_size": world_size, "ranks_per_node": ranks_per_node, "instances": instances}
     given = {key: value for key, value in given.items() if value is not None}
     if callable(build):
-        kwargs = {**given, **options}
-        try:
-            inspect.signature(build).bind(**kwargs)
-        except TypeError as error:
-            raise InvalidArgumentError(f"{file}: build() cannot take {sorted(kwargs)}: {error}") from None
-        except ValueError:
-            pass  # no signature to inspect (a builtin): let the call decide
-        with contextlib.redirect_stdout(printed):
-            program = _guarded(file, lambda: build(**kwargs))
-        _forward(printed.getvalue())
-        if not isinstance(program, CollectiveProgram):
-            raise DSLError(f"{file}: build() must return a CollectiveProgram, got {type(program).__name__}")
-        return _verified(emit.emit_plan_text(program), verify)
+        return _compile_build(build, {**given, **options}, file, f"{file}: build()", printed, verify)
     text, rest = _printed_plan(printed.getvalue())
     _forward(rest)
     if text is None:
@@ -150,6 +139,43 @@ def compile_file(
     check_schema(document, str(file))
     # The canonical writer emit uses, so that a printed plan and a built one look alike.
     return _verified(emit._canonical_text(document), verify)
+
+
+def compile_function(build: Callable[..., CollectiveProgram], *, verify: bool = True, **kwargs: Any) -> str:
+    """Compile a DSL function into canonical plan JSON text: ``build(**kwargs)`` records a program and
+    returns its CollectiveProgram, as the ``build`` of a file for :func:`compile_file` does.
+
+    Arguments ``build`` does not take raise InvalidArgumentError naming them; an error inside it becomes
+    a DSLError naming the line of its file. What it prints goes to stderr. ``verify`` runs the plan
+    verifier on the result, as for :func:`compile_algorithm`.
+    """
+    if not callable(build):
+        raise InvalidArgumentError(f"expected a DSL function returning a CollectiveProgram, got {type(build).__name__}")
+    try:
+        source = inspect.getsourcefile(build)
+    except TypeError:
+        source = None  # a builtin or a C extension: no file to point errors at
+    file = Path(source or "<unknown>")
+    label = f"{file.name}: {getattr(build, '__qualname__', 'build')}()"
+    return _compile_build(build, kwargs, file, label, io.StringIO(), verify)
+
+
+def _compile_build(
+    build: Callable[..., Any], kwargs: dict[str, Any], file: Path, label: str, printed: io.StringIO, verify: bool
+) -> str:
+    """Call ``build(**kwargs)`` (``label`` names it in errors) and compile the program it returns."""
+    try:
+        inspect.signature(build).bind(**kwargs)
+    except TypeError as error:
+        raise InvalidArgumentError(f"{label} cannot take {sorted(kwargs)}: {error}") from None
+    except ValueError:
+        pass  # no signature to inspect (a builtin): let the call decide
+    with contextlib.redirect_stdout(printed):
+        program = _guarded(file, lambda: build(**kwargs))
+    _forward(printed.getvalue())
+    if not isinstance(program, CollectiveProgram):
+        raise DSLError(f"{label} must return a CollectiveProgram, got {type(program).__name__}")
+    return _verified(emit.emit_plan_text(program), verify)
 
 
 def _verified(text: str, verify: bool) -> str:
@@ -228,4 +254,4 @@ def _forward(text: str) -> None:
         sys.stderr.write(text + "\n")
 
 
-__all__ = ["build_algorithm", "compile_algorithm", "compile_file", "list_algorithms"]
+__all__ = ["build_algorithm", "compile_algorithm", "compile_file", "compile_function", "list_algorithms"]

@@ -1,0 +1,59 @@
+"""Loom's cache directory: where installed default plans and JIT-compiled plans live.
+
+``LOOM_CACHE_DIR`` always names the cache *root*, never its ``default`` folder; without it (or when it
+is empty) the root is ``~/.cache/loom``. Under the root:
+
+- ``default/``: the bundled default plans, written by ``loom install-plans``. The C++ plan registry
+  reads ``<root>/default/*.json`` (executor/src/cache_dir.cc follows the same rule as this module).
+- ``jit/``: plans compiled on demand by :func:`loom.jit.jit_compile`, one file per cache key.
+
+Files are written with :func:`write_atomically`, so a reader never sees half a plan.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    """``$LOOM_CACHE_DIR`` when set and non-empty, else ``~/.cache/loom``."""
+    root = os.environ.get("LOOM_CACHE_DIR", "")
+    if root:
+        return Path(root)
+    return Path.home() / ".cache" / "loom"
+
+
+def default_plans_dir() -> Path:
+    """Where the bundled default plans are installed: ``<root>/default``."""
+    return cache_root() / "default"
+
+
+def jit_dir() -> Path:
+    """Where JIT-compiled plans are cached: ``<root>/jit``."""
+    return cache_root() / "jit"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
+
+    The temporary file starts with a dot and does not end in ``.json``, so the plan loader, which reads
+    ``*.json``, never picks it up; ``os.replace`` then swaps the complete file in at once.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
+    )
+    try:
+        with handle:
+            handle.write(text)
+        # NamedTemporaryFile makes the file private (0600); plans in a shared cache must be readable.
+        os.chmod(handle.name, 0o644)
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise
+
+
+__all__ = ["cache_root", "default_plans_dir", "jit_dir", "write_atomically"]

@@ -1,0 +1,177 @@
+"""Generate the bundled default plans, plans/default/*.json, from the algorithm library.
+
+    python plans/build_default_plans.py           # (re)write plans/default
+    python plans/build_default_plans.py --check   # exit 1, naming the files, if plans/default is stale
+
+The set: one node of 2, 4 and 8 ranks and two nodes of 2, 4 and 8 ranks each, out of place and in
+place. All-reduce, all-gather and reduce-scatter get one plan per message-size range of the tuned
+table (loom.algorithms.tuned_sizes); all-to-all, broadcast (root 0) and send/recv get one plan for
+every size. Each plan is verified as it compiles (compile_algorithm's default). `loom install-plans`
+copies the folder into <cache root>/default, where the executor's plan registry loads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from loom.algorithms import ALGORITHMS, GiB, KiB
+from loom.algorithms.tuned_sizes import TABLE
+from loom.compile import compile_algorithm
+
+PLANS_DIR = Path(__file__).resolve().parent / "default"
+
+# (world_size, ranks_per_node): one node of 2, 4, 8 ranks; two nodes of 2, 4, 8 ranks each.
+SHAPES = [(2, 2), (4, 4), (8, 8), (4, 2), (8, 4), (16, 8)]
+
+# Across two nodes, as TABLE where its algorithm runs across nodes; the all-reduce is the hierarchical
+# one, and large reduce-scatters use the full mesh (reducescatter_read is one node only). Untuned:
+# the boundaries are TABLE's, and instances are written for 2 ranks, as in TABLE, then scaled.
+TWO_NODE_TABLE: list[tuple[str, int, int, int, int]] = [
+    ("allreduce_hierarchical", 0, 512 * KiB, 8, 512),
+    ("allreduce_hierarchical", 512 * KiB + 1, GiB, 64, 1024),
+    ("allgather_fullmesh_packet", 0, 128 * KiB, 8, 512),
+    ("allgather_fullmesh", 128 * KiB + 1, GiB, 64, 1024),
+    ("reducescatter_fullmesh_packet", 0, 8 * KiB, 1, 256),
+    ("reducescatter_fullmesh_packet", 8 * KiB + 1, 512 * KiB, 8, 512),
+    ("reducescatter_fullmesh", 512 * KiB + 1, GiB, 64, 1024),
+]
+
+# One plan per shape for the whole size range the algorithm declares.
+WHOLE_RANGE = ["alltoall_fullmesh", "broadcast", "sendrecv"]
+
+
+@dataclass(frozen=True)
+class DefaultPlan:
+    """One bundled plan: the algorithm, its shape and size range, and how it is compiled."""
+
+    algorithm: str
+    world_size: int
+    ranks_per_node: int
+    inplace: bool
+    min_bytes: int
+    max_bytes: int
+    instances: int
+    threads: int
+
+    @property
+    def name(self) -> str:
+        """e.g. allreduce_allpairs_packet_2r_0_32768, allgather_fullmesh_2x4_131073_1073741824_inplace."""
+        nodes = self.world_size // self.ranks_per_node
+        shape = f"{self.world_size}r" if nodes == 1 else f"{nodes}x{self.ranks_per_node}"
+        suffix = "_inplace" if self.inplace else ""
+        return f"{self.algorithm}_{shape}_{self.min_bytes}_{self.max_bytes}{suffix}"
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.name}.json"
+
+
+# How much fewer instances than TABLE's to compile for a world size. Untuned: TABLE was measured on
+# 2 ranks (TUNED_WORLD_SIZE). A plan's size grows with instances x world_size x ops per rank (and ops per
+# rank grow with world_size), so the counts come down fast enough to keep plans/default near 10 MB,
+# while the bandwidth plans keep several thread blocks per rank (a full-mesh instance has
+# world_size - 1 of them).
+INSTANCE_DIVISORS = {2: 1, 4: 4, 8: 8, 16: 32}
+
+
+def scaled_instances(tuned: int, world_size: int) -> int:
+    """Instances for ``world_size`` ranks from a count tuned on 2 ranks."""
+    return max(1, tuned // INSTANCE_DIVISORS[world_size])
+
+
+def default_plans() -> list[DefaultPlan]:
+    """Every plan of the bundled set, in a fixed order."""
+    plans: list[DefaultPlan] = []
+    for world_size, ranks_per_node in SHAPES:
+        table = TABLE if world_size == ranks_per_node else TWO_NODE_TABLE
+        rows = [
+            (name, low, high, scaled_instances(count, world_size), threads) for name, low, high, count, threads in table
+        ]
+        for name in WHOLE_RANGE:
+            algorithm = ALGORITHMS[name]
+            rows.append((name, algorithm.min_message_bytes, algorithm.max_message_bytes, 1, 1024))
+        for name, low, high, instances, threads in rows:
+            for inplace in (False, True):
+                plans.append(DefaultPlan(name, world_size, ranks_per_node, inplace, low, high, instances, threads))
+    names = [plan.name for plan in plans]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"default plan names are not unique: {', '.join(duplicates)}")
+    return plans
+
+
+def build_plans(jobs: int | None = None) -> dict[str, str]:
+    """{file name: plan JSON text} for every default plan; compiles (and verifies) in ``jobs`` processes."""
+    plans = default_plans()
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [
+            pool.submit(
+                compile_algorithm,
+                plan.algorithm,
+                plan.world_size,
+                plan.ranks_per_node,
+                instances=plan.instances,
+                inplace=plan.inplace,
+                plan_name=plan.name,
+                min_message_size=plan.min_bytes,
+                max_message_size=plan.max_bytes,
+                num_threads_per_block=plan.threads,
+            )
+            for plan in plans
+        ]
+        return {plan.file_name: future.result() for plan, future in zip(plans, futures, strict=True)}
+
+
+def check(directory: Path = PLANS_DIR, jobs: int | None = None) -> list[str]:
+    """What differs between ``directory`` and a fresh build: one line per stale, missing or extra file."""
+    expected = build_plans(jobs)
+    present = {path.name for path in directory.glob("*.json")}
+    problems = [f"missing: {directory / name}" for name in sorted(set(expected) - present)]
+    problems += [f"extra: {directory / name}" for name in sorted(present - set(expected))]
+    for name in sorted(set(expected) & present):
+        if (directory / name).read_text(encoding="utf-8") != expected[name]:
+            problems.append(f"differs: {directory / name}")
+    return problems
+
+
+def write(directory: Path = PLANS_DIR, jobs: int | None = None) -> list[Path]:
+    """Rewrite ``directory`` with the default plans, removing *.json files that are no longer in the set."""
+    plans = build_plans(jobs)
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in directory.glob("*.json"):
+        if path.name not in plans:
+            path.unlink()
+    written = []
+    for name, text in plans.items():
+        path = directory / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Generate the bundled default plans (plans/default/*.json).")
+    parser.add_argument("--check", action="store_true", help="compare with the committed files instead of writing")
+    parser.add_argument("--jobs", type=int, help="compiler processes (default: one per CPU)")
+    args = parser.parse_args(argv)
+    if args.check:
+        problems = check(jobs=args.jobs)
+        for line in problems:
+            print(line, file=sys.stderr)
+        if problems:
+            print("plans/default is stale: run python plans/build_default_plans.py", file=sys.stderr)
+            return 1
+        print(f"ok: {PLANS_DIR} matches the {len(default_plans())} default plans")
+        return 0
+    written = write(jobs=args.jobs)
+    size = sum(path.stat().st_size for path in written)
+    print(f"wrote {len(written)} plans ({size / 2**20:.1f} MiB) to {PLANS_DIR}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
