@@ -10,23 +10,10 @@ import pytest
 from loom.compile import compile_file, compile_function
 from loom.errors import DSLError, InvalidArgumentError
 
-SOURCE = """\
-from loom.language import CollectiveProgram, MemoryChannel, Rank, SendRecv
-
-
-def build(world_size=2, name="user_sendrecv"):
-    n = world_size
-    with CollectiveProgram(name, SendRecv(n, 1, False), n) as program:
-        for r in range(n):
-            after, before = (r + 1) % n, (r - 1) % n
-            channels = {p: MemoryChannel(p, r) for p in sorted({after, before})}
-            channels[before].signal(tb=0, relaxed=True)
-            channels[after].wait(tb=0, relaxed=True)
-            channels[after].put(Rank(after).get_output_buffer()[0:1], Rank(r).get_input_buffer()[0:1], tb=0)
-            channels[after].signal(tb=0)
-            channels[before].wait(tb=0)
-    return program
-
+# The shared user DSL file, plus functions that fail in the ways the tests need.
+SOURCE = (
+    (Path(__file__).resolve().parents[2] / "data" / "dsl" / "user_sendrecv.py").read_text()
+    + """
 
 def broken(world_size=2):
     return undefined_name
@@ -36,6 +23,7 @@ def not_a_program(world_size=2):
     print("this goes to stderr")
     return "plan"
 """
+)
 
 
 @pytest.fixture
@@ -63,7 +51,8 @@ def test_an_argument_the_function_does_not_take_is_named(module):
 def test_an_error_in_the_function_names_its_line(module):
     with pytest.raises(DSLError) as caught:
         compile_function(module.broken)
-    assert str(caught.value).startswith("user_functions.py:19: NameError")
+    line = SOURCE.splitlines().index("    return undefined_name") + 1
+    assert str(caught.value).startswith(f"user_functions.py:{line}: NameError")
 
 
 def test_the_function_must_return_a_program(module, capsys):
