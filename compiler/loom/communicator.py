@@ -25,7 +25,7 @@ from loom import registry
 from loom.errors import InvalidArgumentError
 from loom.executor import Executor
 from loom.native import native_module
-from loom.tensors import buffer_view, stream_handle
+from loom.tensors import BufferView, buffer_view
 
 
 class Communicator:
@@ -48,26 +48,28 @@ class Communicator:
         return self.executor.on_gpu
 
     def all_reduce(self, tensor: object, op: str = "sum", *, stream: object = None) -> None:
-        self._run("allreduce", tensor, tensor, op, stream, inplace=True)
+        view = buffer_view(tensor, "tensor")
+        self._run("allreduce", view, view, op, stream, inplace=True)
 
     def all_gather(self, output: object, input: object, *, stream: object = None) -> None:
         source, target = buffer_view(input, "input"), buffer_view(output, "output")
         inplace = source.pointer == target.pointer + self.rank * source.nbytes
-        self._run("allgather", output, input, "sum", stream, inplace=inplace)
+        self._run("allgather", target, source, "sum", stream, inplace=inplace)
 
     def reduce_scatter(self, output: object, input: object, op: str = "sum", *, stream: object = None) -> None:
         source, target = buffer_view(input, "input"), buffer_view(output, "output")
         inplace = target.pointer == source.pointer + self.rank * target.nbytes
-        self._run("reducescatter", output, input, op, stream, inplace=inplace)
+        self._run("reducescatter", target, source, op, stream, inplace=inplace)
 
     def all_to_all(self, output: object, input: object, *, stream: object = None) -> None:
-        inplace = buffer_view(input, "input").pointer == buffer_view(output, "output").pointer
-        self._run("alltoall", output, input, "sum", stream, inplace=inplace)
+        source, target = buffer_view(input, "input"), buffer_view(output, "output")
+        self._run("alltoall", target, source, "sum", stream, inplace=source.pointer == target.pointer)
 
     def broadcast(self, tensor: object, root: int = 0, *, stream: object = None) -> None:
         if not isinstance(root, int) or not 0 <= root < self.world_size:
             raise InvalidArgumentError(f"root: expected a rank from 0 to {self.world_size - 1}, got {root!r}")
-        self._run("broadcast", tensor, tensor, "sum", stream, inplace=True, root=root)
+        view = buffer_view(tensor, "tensor")
+        self._run("broadcast", view, view, "sum", stream, inplace=True, root=root)
 
     def send(self, tensor: object, peer: int, *, stream: object = None) -> None:
         """Send ``tensor`` to ``peer``, which calls ``recv`` at the same point of its program."""
@@ -91,35 +93,42 @@ class Communicator:
         # The unused side of the exchange: the peer's recv buffer size matches ours.
         spare = _empty_like(tensor)
         source, target = (tensor, spare) if sending else (spare, tensor)
-        self._run("sendrecv", target, source, "sum", stream, inplace=False)
+        self._run("sendrecv", buffer_view(target, "output"), buffer_view(source, "input"), "sum", stream, inplace=False)
 
     def _run(
-        self, collective: str, output: object, input: object, op: str, stream: object, *, inplace: bool, root=None
+        self,
+        collective: str,
+        target: BufferView,
+        source: BufferView,
+        op: str,
+        stream: object,
+        *,
+        inplace: bool,
+        root: int | None = None,
     ) -> None:
-        source = buffer_view(input, "input")
-        handle = stream_handle(stream, [source]) if self.on_gpu else 0
-        capturing = self.on_gpu and self.executor._native.capturing(handle)
+        handle = self.executor.stream_for(stream, [source, target])
+        capturing = self.executor.capturing(handle)
         args = (collective, source.nbytes, source.dtype, self.world_size, self.ranks_per_node)
         plan = native_module().registry_select(*args, inplace, capturing, root, self.tags)
-        if plan is None:
-            fallback = registry.fallback()
-            if fallback is None:
-                native_module().registry_select_or_raise(*args, inplace, capturing, root, self.tags)  # raises
-            request = types.SimpleNamespace(
-                collective=collective,
-                message_bytes=source.nbytes,
-                dtype=source.dtype,
-                world_size=self.world_size,
-                ranks_per_node=self.ranks_per_node,
-                inplace=inplace,
-                capturing=capturing,
-                root=root,
-                tags=list(self.tags),
-                op=op,
-            )
-            fallback(request, output, input)
+        if plan is not None:
+            self.executor.execute_views(plan, source, target, op, handle)
             return
-        self.executor.execute(plan, input, output, op=op, stream=stream)
+        fallback = registry.fallback()
+        if fallback is None:
+            native_module().registry_select_or_raise(*args, inplace, capturing, root, self.tags)  # raises
+        request = types.SimpleNamespace(
+            collective=collective,
+            message_bytes=source.nbytes,
+            dtype=source.dtype,
+            world_size=self.world_size,
+            ranks_per_node=self.ranks_per_node,
+            inplace=inplace,
+            capturing=capturing,
+            root=root,
+            tags=list(self.tags),
+            op=op,
+        )
+        fallback(request, target.owner, source.owner)
 
 
 def _empty_like(tensor: object) -> object:

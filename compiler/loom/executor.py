@@ -42,14 +42,24 @@ class Executor:
 
     def execute(self, plan: object, input: object, output: object, op: str = "sum", stream: object = None) -> None:
         """One collective call of ``plan`` (a loom.Plan or a plan file path) from ``input`` into ``output``."""
-        plan = self._plan(plan)
-        if op not in _OPS:
-            raise InvalidArgumentError(f"op: expected one of {', '.join(_OPS)}, got {op!r}")
         source = buffer_view(input, "input")
         target = buffer_view(output, "output")
+        self.execute_views(self._plan(plan), source, target, op, self.stream_for(stream, [source, target]))
+
+    def execute_views(self, plan: object, source: BufferView, target: BufferView, op: str, stream: int) -> None:
+        """``execute`` for callers that have the buffer views and the stream handle already (loom.Communicator)."""
+        if op not in _OPS:
+            raise InvalidArgumentError(f"op: expected one of {', '.join(_OPS)}, got {op!r}")
         self._check(plan, source, target)
-        handle = stream_handle(stream, [source, target]) if self.on_gpu else self._no_stream(stream)
-        self._native.execute(plan, source.pointer, target.pointer, source.nbytes, source.dtype, op, handle)
+        self._native.execute(plan, source.pointer, target.pointer, source.nbytes, source.dtype, op, stream)
+
+    def stream_for(self, stream: object, views: list[BufferView]) -> int:
+        """The cudaStream_t handle a call runs on (see loom.tensors.stream_handle); 0 on the CPU backend."""
+        return stream_handle(stream, views) if self.on_gpu else self._no_stream(stream)
+
+    def capturing(self, stream: int) -> bool:
+        """Whether a CUDA graph is being captured on ``stream`` (a handle from ``stream_for``)."""
+        return self.on_gpu and self._native.capturing(stream)
 
     def _plan(self, plan: object) -> object:
         native = native_module()

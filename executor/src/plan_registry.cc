@@ -173,7 +173,7 @@ std::vector<PlanEntry> PlanRegistry::candidates(const SelectionRequest& request)
 std::shared_ptr<const Plan> PlanRegistry::select(const SelectionRequest& request) {
   selections_.fetch_add(1, std::memory_order_relaxed);
   const CacheKey key = keyOf(request);
-  SelectionRequest full = request;
+  SelectionRequest full;  // filled only on a miss: the hot path is the lookup alone
   Selector selector;
   uint64_t generation = 0;
   {
@@ -182,6 +182,7 @@ std::shared_ptr<const Plan> PlanRegistry::select(const SelectionRequest& request
       cacheHits_.fetch_add(1, std::memory_order_relaxed);
       return it->second;
     }
+    full = request;
     full.candidates = candidatesLocked(request);
     selector = selector_;
     generation = generation_;
