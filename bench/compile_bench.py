@@ -22,8 +22,8 @@ import time
 
 from loom import emit
 from loom.algorithms import get
-from loom.compile import compile_algorithm
 from loom.ir import plan_to_dict
+from loom.plan_compiler import compile_algorithm
 from loom.schema import check_schema
 from loom.verify import verify
 

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from loom.algorithms.tuned_sizes import TABLE
-from loom.compile import compile_algorithm
+from loom.plan_compiler import compile_algorithm
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from loom.algorithms import ALGORITHMS, GiB, KiB
 from loom.algorithms.tuned_sizes import TABLE
-from loom.compile import compile_algorithm
+from loom.plan_compiler import compile_algorithm
 
 PLANS_DIR = Path(__file__).resolve().parent / "default"
 

@@ -3,8 +3,10 @@
 The compiler side of the package is pure Python. The runtime and executor live in the native
 extension ``loom._native``, which is imported only when one of its names is used (``loom.Plan``).
 ``loom.verify`` (the plan verifier; ``loom.verify(plan)`` lists what is wrong with a plan) is
-imported on first use too, as are ``loom.Communicator`` (collective calls that select a plan per call)
-and the registry's functions (``register_plan``, ``set_selector``, ...; see ``loom.registry``).
+imported on first use too, as are ``loom.Communicator`` (collective calls that select a plan per call),
+the registry's functions (``register_plan``, ``set_selector``, ...; see ``loom.registry``) and
+``loom.compile(algorithm, spec)`` (compile once, then read the plan back from ``<cache root>/jit``;
+see ``loom.jit``).
 """
 
 from loom.errors import (
@@ -34,6 +36,7 @@ __all__ = [
     "PlanError",
     "TransportError",
     "__version__",
+    "compile",
     "list_plans",
     "register_plan",
     "set_fallback",
@@ -52,6 +55,10 @@ def __getattr__(name: str):
         from loom.executor import Executor
 
         return Executor
+    if name == "compile":
+        from loom.jit import jit_compile
+
+        return jit_compile
     if name == "Communicator":
         from loom.communicator import Communicator
 

@@ -49,7 +49,7 @@ def _option_value(text: str) -> object:
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from loom.compile import list_algorithms
+    from loom.plan_compiler import list_algorithms
     from loom.verify import VerificationError
 
     if args.list:
@@ -78,7 +78,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 def _compile(args: argparse.Namespace, options: dict[str, object]) -> str:
     import shlex
 
-    from loom.compile import compile_algorithm, compile_file
+    from loom.plan_compiler import compile_algorithm, compile_file
 
     if args.target.endswith(".py"):
         return compile_file(

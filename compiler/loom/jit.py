@@ -6,13 +6,13 @@
 ``algorithm`` is one of:
 
 - a library algorithm name (``loom compile --list``); ``spec`` takes the keyword arguments of
-  :func:`loom.compile.compile_algorithm` (``world_size``, required, ``ranks_per_node``, ``instances``,
+  :func:`loom.plan_compiler.compile_algorithm` (``world_size``, required, ``ranks_per_node``, ``instances``,
   ``inplace``, ``plan_name``, ``min_message_size``, ``max_message_size``, ``num_threads_per_block``)
   and the algorithm's own options (``iterations``, ``root``);
 - a DSL function: a ``build`` that records a program and returns its CollectiveProgram
   (docs/dsl.md); it is called with ``spec`` as keyword arguments;
 - the path of a DSL file, as ``loom compile FILE.py`` takes; ``spec`` takes the keyword arguments of
-  :func:`loom.compile.compile_file` (``world_size``, ``ranks_per_node``, ``instances``, ``argv``,
+  :func:`loom.plan_compiler.compile_file` (``world_size``, ``ranks_per_node``, ``instances``, ``argv``,
   and options for its ``build``).
 
 The cache key is a sha256 over the loom version, the source of the whole loom package (so an
@@ -38,8 +38,8 @@ from typing import Any
 
 from loom.algorithms import get
 from loom.cache import jit_dir, write_atomically
-from loom.compile import compile_algorithm, compile_file, compile_function
 from loom.errors import InvalidArgumentError, PlanError
+from loom.plan_compiler import compile_algorithm, compile_file, compile_function
 from loom.schema import check_schema
 from loom.version import __version__
 
@@ -79,7 +79,7 @@ def jit_compile(
 
     ``cache_dir`` is the folder of the cached plans (default :func:`loom.cache.jit_dir`,
     ``<cache root>/jit``). Bad arguments raise InvalidArgumentError; a program that does not compile
-    or verify raises as :mod:`loom.compile` does, and nothing is cached.
+    or verify raises as :mod:`loom.plan_compiler` does, and nothing is cached.
     """
     spec = _checked_spec(algorithm, spec)
     key = cache_key(algorithm, spec)

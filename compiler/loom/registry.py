@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from loom.errors import InvalidArgumentError
+from loom.jit import JitPlan
 from loom.native import native_module
 
 _fallback: Callable[..., Any] | None = None
@@ -32,9 +33,13 @@ def _as_plan(plan: object) -> object:
     native = native_module()
     if isinstance(plan, native.Plan):
         return plan
+    if isinstance(plan, JitPlan):  # what loom.compile returns
+        plan = plan.path
     if isinstance(plan, (str, os.PathLike)):
         return native.Plan.load(os.fspath(plan))
-    raise InvalidArgumentError(f"plan: expected a loom.Plan or a plan file path, got {type(plan).__name__}")
+    raise InvalidArgumentError(
+        f"plan: expected a loom.Plan, a plan file path or what loom.compile returns, got {type(plan).__name__}"
+    )
 
 
 def register_plan(
@@ -48,7 +53,9 @@ def register_plan(
     priority: int = 0,
     replace: bool = False,
 ) -> object:
-    """Register ``plan`` (a loom.Plan or a plan file path) as a user plan; returns its ``PlanEntry``.
+    """Register ``plan`` (a loom.Plan, a plan file path or what ``loom.compile`` returns) as a user plan.
+
+    Returns its ``PlanEntry``.
 
     Metadata comes from the plan (name, collective, world size, ranks per node, size range, protocol,
     in place, root); ``name`` renames it, ``min/max_message_bytes`` narrow its size range, ``data_types``

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from loom import jit
-from loom.compile import compile_algorithm
 from loom.errors import DSLError, InvalidArgumentError
 from loom.jit import cache_key, jit_compile
+from loom.plan_compiler import compile_algorithm
 
 SPEC = {"world_size": 2, "instances": 2}
 
@@ -168,3 +168,12 @@ def test_algorithm_options_reach_the_plan(root):
     document = json.loads(jit_compile("broadcast", {"world_size": 4, "root": 3}).text)
     assert (document["name"], document["world_size"]) == (plan.name, 4)
     assert document["metadata"]["parameters"]["options"]["root"] == 3
+
+
+def test_loom_compile_is_the_jit_compiler(root, compiles):
+    import loom
+
+    first = loom.compile("sendrecv", {"world_size": 2})
+    second = loom.compile("sendrecv", {"world_size": 2})
+    assert (first.from_cache, second.from_cache, compiles) == (False, True, ["compile_algorithm"])
+    assert second.path == root / "jit" / f"{first.key}.json"

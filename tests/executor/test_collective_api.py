@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from loom.compile import compile_algorithm
+from loom.plan_compiler import compile_algorithm
 
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
@@ -192,5 +192,5 @@ def test_registry_python_api(registered):
         assert loom.unregister_plan("t_allgather_bf16")
     with pytest.raises(InvalidArgumentError, match="selector: expected a callable"):
         loom.set_selector(42)
-    with pytest.raises(InvalidArgumentError, match="plan: expected a loom.Plan or a plan file path"):
+    with pytest.raises(InvalidArgumentError, match="plan: expected a loom.Plan, a plan file path or what loom.compile"):
         loom.register_plan(3.5)

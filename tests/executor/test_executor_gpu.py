@@ -4,6 +4,8 @@ NVIDIA GPUs or torch.
 - every library plan for 2 (and, where the host has them, 4) GPUs, every data type, sizes from 1 KiB to
   64 MiB including odd ones, in and out of place, against a float64 reference (gpu/plan_check.py);
 - 1,000 back-to-back and 1,000 graph-replayed calls of each without drift (gpu/drift_check.py);
+- loom.Communicator with torch tensors on 2 and 4 GPUs, eagerly and inside torch.cuda.graph capture
+  (gpu/collective_api_check.py);
 - the plan check under compute-sanitizer memcheck and racecheck on 2 GPUs, when the tool is installed.
 """
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from loom.algorithms import ALGORITHMS
-from loom.compile import compile_algorithm
+from loom.plan_compiler import compile_algorithm
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "runtime"))
@@ -61,6 +63,16 @@ def test_every_library_plan_matches_float64_reference(world, tmp_path):
 def test_back_to_back_and_graph_replayed_calls_do_not_drift(world, tmp_path):
     plans = _library_plans(world, tmp_path)
     _launch(world, [str(ROOT / "tests/executor/gpu/drift_check.py"), "--plans", str(plans), "--sizes", "4100,1048592"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("world", [2, 4])
+def test_collective_api_with_torch_tensors_eagerly_and_in_cuda_graphs(world, tmp_path, monkeypatch):
+    if GPUS < world:
+        pytest.skip(f"needs {world} GPUs, this host has {GPUS}")
+    pytest.importorskip("torch", reason="the GPU checks use torch tensors")
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))  # user plans only: no bundled plans in the way
+    _launch(world, [str(ROOT / "tests/executor/gpu/collective_api_check.py")], timeout=300)
 
 
 @pytest.mark.gpu

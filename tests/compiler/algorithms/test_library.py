@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from library_cases import case_id, cases, options_for, plan_dict, plan_text, walk_ops
 from loom.algorithms import ALGORITHMS
-from loom.compile import compile_algorithm
+from loom.plan_compiler import compile_algorithm
 from loom.schema import check_schema
 from loom.verify import format_findings, verify
 from loom.version import __version__

@@ -12,7 +12,7 @@ import sys
 import loom
 import torch
 from loom import _native
-from loom.compile import compile_algorithm
+from loom.plan_compiler import compile_algorithm
 
 # (algorithm, in place, options): the plans the calls below need, registered as user plans.
 PLANS = [
