@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -24,12 +23,7 @@ import loom
 import torch
 import torch.distributed as dist
 from loom import _native
-
-BUS_FACTOR = {
-    "allreduce": lambda n: 2 * (n - 1) / n,
-    "allgather": lambda n: (n - 1) / n,
-    "reducescatter": lambda n: (n - 1) / n,
-}
+from loom.cuda_timing import bus_bandwidth_gbs, time_graph
 
 
 def arguments() -> argparse.Namespace:
@@ -77,34 +71,6 @@ def sweep(args) -> list[int]:
     return sizes
 
 
-def time_graph(body, calls: int, repeats: int) -> float:
-    """Median microseconds per call of `body` captured `calls` times into one graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            body()  # warm up outside the graph: setup happens here, not during capture
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            body()
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        dist.barrier()
-        torch.cuda.synchronize()
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000 / calls)
-    return statistics.median(samples)
-
-
 def main() -> int:
     args = arguments()
     bootstrap = _native.Bootstrap.from_environment()
@@ -133,14 +99,14 @@ def main() -> int:
                 nccl = nccl_only = lambda: dist.reduce_scatter_tensor(nccl_out, data)  # noqa: E731
             nccl()
             torch.cuda.synchronize()
-            nccl_us = time_graph(nccl_only, args.calls_per_graph, args.repeats)
+            nccl_us = time_graph(nccl_only, args.calls_per_graph, args.repeats, dist.barrier)
             for plan in pick_plans(plans, collective, world, size, args.every_plan) or [None]:
                 row = {"collective": collective, "bytes": size, "nccl_us": nccl_us}
                 if plan is not None:
                     row["plan"] = plan.name
                     loom_out.zero_()
                     row["loom_us"] = time_graph(
-                        lambda: executor.execute(plan, data, loom_out), args.calls_per_graph, args.repeats
+                        lambda: executor.execute(plan, data, loom_out), args.calls_per_graph, args.repeats, dist.barrier
                     )
                     nccl()  # the reference result of this input (timing ran the in-place NCCL call repeatedly)
                     torch.cuda.synchronize()
@@ -148,12 +114,9 @@ def main() -> int:
                     row["max_relative_difference"] = error
                     if error > 1e-5:
                         failures += 1
-                factor = BUS_FACTOR[collective](world)
                 for who in ("nccl", "loom"):
                     if f"{who}_us" in row:
-                        row[f"{who}_busbw_gbs"] = (
-                            size * (world if collective == "allgather" else 1) * factor / (row[f"{who}_us"] * 1e3)
-                        )
+                        row[f"{who}_busbw_gbs"] = bus_bandwidth_gbs(collective, size, world, row[f"{who}_us"])
                 if rank == 0:
                     print(json.dumps(row), flush=True)
                     rows.append(row)

@@ -7,6 +7,9 @@ is empty) the root is ``~/.cache/loom``. Under the root:
   reads ``<root>/default/*.json`` (executor/src/cache_dir.cc follows the same rule as this module).
 - ``jit/``: plans compiled on demand by :func:`loom.jit.jit_compile`, one file per cache key.
 
+``LOOM_DEFAULT_PLANS=0`` turns the bundled plans off: the registry loads none and a communicator does
+not install them (:func:`default_plans_enabled`).
+
 Files are written with :func:`write_atomically`, so a reader never sees half a plan.
 """
 
@@ -28,6 +31,11 @@ def cache_root() -> Path:
 def default_plans_dir() -> Path:
     """Where the bundled default plans are installed: ``<root>/default``."""
     return cache_root() / "default"
+
+
+def default_plans_enabled() -> bool:
+    """False when ``LOOM_DEFAULT_PLANS`` is ``0``."""
+    return os.environ.get("LOOM_DEFAULT_PLANS") != "0"
 
 
 def jit_dir() -> Path:

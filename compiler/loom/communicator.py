@@ -7,7 +7,8 @@
 Each call describes itself to the plan registry (collective, bytes, dtype, world size, ranks per node,
 in place, whether a CUDA graph is being captured, root, the communicator's tags), takes the plan the
 selector picks (``loom.registry``), and executes it with ``loom.Executor``. Bundled plans from
-``<cache root>/default`` are registered when the communicator is created. Calls are enqueued on the
+``<cache root>/default`` are registered when the communicator is created (and installed there first if
+this version's are missing). Calls are enqueued on the
 current stream and return at once; they work inside ``torch.cuda.graph`` capture. Every rank makes the
 same calls in the same order, as with NCCL.
 
@@ -24,19 +25,32 @@ from collections.abc import Iterable
 from loom import registry
 from loom.errors import InvalidArgumentError
 from loom.executor import Executor
+from loom.install_plans import ensure_default_plans_installed
 from loom.native import native_module
 from loom.tensors import BufferView, buffer_view
 
 
 class Communicator:
-    def __init__(self, bootstrap: object = None, *, host_only: bool = False, tags: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        bootstrap: object = None,
+        *,
+        device: int | None = None,
+        host_only: bool = False,
+        tags: Iterable[str] = (),
+    ) -> None:
         """``bootstrap``: a ``loom._native.Bootstrap`` (default: ``Bootstrap.from_environment()``, which
-        reads loom.launch, torchrun, Open MPI or Slurm variables). ``host_only``: run on host threads and
-        host memory (the CPU backend) instead of this rank's GPU. ``tags``: asked of every selection."""
+        reads loom.launch, torchrun, Open MPI or Slurm variables). ``device``: this rank's CUDA device
+        index; by default the current device, as with NCCL, so call ``torch.cuda.set_device(local_rank)``
+        first. Two ranks on one GPU are refused. ``host_only``: run on host threads and host memory (the
+        CPU backend) instead of a GPU. ``tags``: asked of every selection."""
         native = native_module()
         if bootstrap is None:
             bootstrap = native.Bootstrap.from_environment()
-        self.native = native.Communicator(bootstrap, host_only=host_only)
+        self.native = native.Communicator(bootstrap, host_only=host_only, device=device)
+        if not host_only:
+            _check_one_gpu_per_rank(bootstrap, self.native)
+        ensure_default_plans_installed()  # a fresh wheel install has them only in the package
         self.executor = Executor(self.native)  # registers the bundled plans (once per process)
         self.rank = self.native.rank
         self.world_size = self.native.world_size
@@ -129,6 +143,20 @@ class Communicator:
             op=op,
         )
         fallback(request, target.owner, source.owner)
+
+
+def _check_one_gpu_per_rank(bootstrap: object, native: object) -> None:
+    """Two ranks on one GPU would each take the GPU for their own; NCCL refuses that too."""
+    mine = f"{native.node(native.rank)} {native.cuda_device_bus_id}"
+    users: dict[str, int] = {}
+    for rank, identity in enumerate(bootstrap.all_gather(mine.encode())):
+        other = users.setdefault(bytes(identity).decode(), rank)
+        if other != rank:
+            raise InvalidArgumentError(
+                f"device: ranks {other} and {rank} both use GPU {bytes(identity).decode().split()[1]} of one host;"
+                " give each rank its own GPU (torch.cuda.set_device(local_rank) before loom.Communicator(),"
+                " or device=local_rank)"
+            )
 
 
 def _empty_like(tensor: object) -> object:

@@ -5,14 +5,24 @@ a wheel carries them as loom/default_plans/*.json (an install rule in CMakeLists
 copies them into ``<cache root>/default`` (:func:`loom.cache.default_plans_dir`), one file at a time
 through a temporary file and a rename, and removes plans a previous version installed that are no
 longer bundled. Running it again changes nothing.
+
+A wheel cannot run code when it is installed, so :func:`ensure_default_plans_installed` (called when a
+``loom.Communicator`` is created) installs them on first use: when ``<cache root>/default`` lacks the
+stamp of this package's plans (``.installed``: the loom version and every bundled plan's name and size),
+it installs them and writes the stamp. After an upgrade the stamp differs, so the new plans replace the
+old ones.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from loom.cache import default_plans_dir, write_atomically
+from loom.cache import default_plans_dir, default_plans_enabled, write_atomically
 from loom.errors import LoomError
+from loom.version import __version__
+
+STAMP_NAME = ".installed"
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -58,8 +68,35 @@ def install_default_plans(target: Path | None = None, *, force: bool = False) ->
     bundled_names = {source.name for source in sources}
     for stale in target.glob("*.json"):
         if stale.name not in bundled_names:
-            stale.unlink()
+            stale.unlink(missing_ok=True)  # another rank of this host may have removed it already
     return installed
+
+
+def ensure_default_plans_installed() -> bool:
+    """Install the bundled plans into ``<cache root>/default`` unless this version's are there already.
+
+    Returns True when it installed them. Nothing happens with ``LOOM_DEFAULT_PLANS=0``. A cache that
+    cannot be written is reported on stderr and left alone (the job then runs with the plans it finds,
+    or the user's own).
+    """
+    if not default_plans_enabled():
+        return False
+    target = default_plans_dir()
+    try:
+        stamp = _stamp()
+        if _has_text(target / STAMP_NAME, stamp):
+            return False
+        install_default_plans(target)
+        write_atomically(target / STAMP_NAME, stamp)
+        return True
+    except (OSError, LoomError) as error:
+        print(f"loom: cannot install the bundled default plans into {target}: {error}", file=sys.stderr)
+        return False
+
+
+def _stamp() -> str:
+    lines = [f"loom {__version__}"] + [f"{path.name} {path.stat().st_size}" for path in bundled_plans()]
+    return "\n".join(lines) + "\n"
 
 
 def _has_text(path: Path, text: str) -> bool:
@@ -69,4 +106,4 @@ def _has_text(path: Path, text: str) -> bool:
         return False
 
 
-__all__ = ["bundled_plans", "bundled_plans_dir", "install_default_plans"]
+__all__ = ["bundled_plans", "bundled_plans_dir", "ensure_default_plans_installed", "install_default_plans"]

@@ -90,14 +90,21 @@ void bindConnection(py::module_& module) {
 
 void bindCommunicatorClass(py::module_& module) {
   py::class_<PyCommunicator>(module, "Communicator", "One rank's view of the job: hosts, memory, connections.")
-      .def(py::init([](const PyBootstrap& bootstrap, bool hostOnly) {
+      .def(py::init([](const PyBootstrap& bootstrap, bool hostOnly, std::optional<int> device) {
+             if (hostOnly && device) throw Error(ErrorCategory::kInvalidArgument, "device: not with host_only");
+             if (device && *device < 0) {
+               throw Error(ErrorCategory::kInvalidArgument,
+                           "device: expected a CUDA device index, got " + std::to_string(*device));
+             }
              std::shared_ptr<Bootstrap> shared = bootstrap.get();
              py::gil_scoped_release release;
-             const int device = hostOnly ? Communicator::kHostOnly : Communicator::kCurrentDevice;
-             return PyCommunicator{std::make_shared<Communicator>(shared, IbConfig::fromEnvironment(), device)};
+             const int cudaDevice =
+                 hostOnly ? Communicator::kHostOnly : device.value_or(Communicator::kCurrentDevice);
+             return PyCommunicator{std::make_shared<Communicator>(shared, IbConfig::fromEnvironment(), cudaDevice)};
            }),
-           py::arg("bootstrap"), py::arg("host_only") = false,
-           "Collective over the bootstrap's ranks. host_only keeps the runtime's own state in host memory.")
+           py::arg("bootstrap"), py::arg("host_only") = false, py::arg("device") = py::none(),
+           "Collective over the bootstrap's ranks. host_only keeps the runtime's own state in host memory;\n"
+           "device: the CUDA device index (default: the current device).")
       .def_property_readonly("rank", [](const PyCommunicator& c) { return c.communicator->rank(); })
       .def_property_readonly("world_size", [](const PyCommunicator& c) { return c.communicator->worldSize(); })
       .def_property_readonly("local_rank", [](const PyCommunicator& c) { return c.communicator->localRank(); })
@@ -105,6 +112,8 @@ void bindCommunicatorClass(py::module_& module) {
                              [](const PyCommunicator& c) { return c.communicator->localWorldSize(); })
       .def_property_readonly("node_count", [](const PyCommunicator& c) { return c.communicator->nodeCount(); })
       .def_property_readonly("cuda_device", [](const PyCommunicator& c) { return c.communicator->cudaDevice(); })
+      .def_property_readonly("cuda_device_bus_id",
+                             [](const PyCommunicator& c) { return c.communicator->cudaDeviceBusId(); })
       .def(
           "node", [](const PyCommunicator& c, int rank) { return c.communicator->node(rank); }, py::arg("rank"))
       .def(

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include <pwd.h>
 #include <unistd.h>
@@ -25,5 +26,10 @@ std::string cacheRoot() {
 }
 
 std::string defaultPlansDirectory() { return (std::filesystem::path(cacheRoot()) / "default").string(); }
+
+bool defaultPlansEnabled() {
+  const char* value = std::getenv("LOOM_DEFAULT_PLANS");
+  return value == nullptr || std::string(value) != "0";
+}
 
 }  // namespace loom

@@ -301,9 +301,10 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
                   std::string(dataTypeName(type)) + " elements (" + std::to_string(elementBytes) + " bytes each)");
   }
   const BufferLayout layout(plan, messageBytes);
-  if (layout.outputBytes() % elementBytes != 0 || (plan.collective == Collective::kReduceScatter ||
-                                                   plan.collective == Collective::kAllToAll) &&
-                                                      (messageBytes / plan.worldSize) % elementBytes != 0) {
+  const bool splitsIntoPieces =
+      plan.collective == Collective::kReduceScatter || plan.collective == Collective::kAllToAll;
+  if (layout.outputBytes() % elementBytes != 0 ||
+      (splitsIntoPieces && (messageBytes / plan.worldSize) % elementBytes != 0)) {
     throw invalid("message bytes: " + std::to_string(messageBytes) + " does not split into " +
                   std::to_string(plan.worldSize) + " whole pieces of " + std::string(dataTypeName(type)) + " elements");
   }

@@ -244,12 +244,13 @@ std::vector<std::string> PlanRegistry::loadDirectory(const std::string& director
 }
 
 std::vector<std::string> PlanRegistry::ensureDefaultPlansLoaded() {
-  const std::string directory = defaultPlansDirectory();
+  // An empty directory stands for "bundled plans off" (LOOM_DEFAULT_PLANS=0): nothing is loaded.
+  const std::string directory = defaultPlansEnabled() ? defaultPlansDirectory() : std::string();
   std::lock_guard lock(defaultPlansMutex_);
   if (!defaultPlansFrom_ || *defaultPlansFrom_ != directory) {
     // The cache root changed (LOOM_CACHE_DIR): the bundled plans are those of the new root.
     if (defaultPlansFrom_) clear(PlanSource::kBundled);
-    defaultPlansSkipped_ = loadDirectory(directory, PlanSource::kBundled);
+    defaultPlansSkipped_ = directory.empty() ? std::vector<std::string>{} : loadDirectory(directory, PlanSource::kBundled);
     // A damaged cache file must not stop the job, but it must not pass unnoticed either.
     for (const std::string& line : defaultPlansSkipped_) {
       std::fprintf(stderr, "loom: skipped bundled plan %s\n", line.c_str());

@@ -69,6 +69,9 @@ int Communicator::nodeCount() const { return impl_->nodeCount; }
 int Communicator::localRank() const { return impl_->localRank; }
 int Communicator::localWorldSize() const { return impl_->localWorldSize; }
 int Communicator::cudaDevice() const { return impl_->cudaDevice; }
+std::string Communicator::cudaDeviceBusId() const {
+  return impl_->cudaDevice >= 0 ? gpu::pciBusId(impl_->cudaDevice) : std::string();
+}
 
 int Communicator::node(int rank) const {
   if (rank < 0 || rank >= worldSize()) {

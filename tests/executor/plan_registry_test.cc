@@ -259,5 +259,21 @@ TEST_F(CacheRoot, BundledPlansLoadFromTheDefaultFolderAndBadFilesAreReported) {
   EXPECT_NE(registry.find("mine"), nullptr);
 }
 
+TEST_F(CacheRoot, LoomDefaultPlansZeroTurnsTheBundledPlansOff) {
+  std::filesystem::copy_file(kExamplePlan, root_ / "default" / "allreduce_2r_simple.json");
+  PlanRegistry registry;
+  registry.ensureDefaultPlansLoaded();
+  ASSERT_NE(registry.find("allreduce_2r_simple"), nullptr);
+  setenv("LOOM_DEFAULT_PLANS", "0", 1);
+  EXPECT_FALSE(defaultPlansEnabled());
+  EXPECT_TRUE(registry.ensureDefaultPlansLoaded().empty());
+  EXPECT_EQ(registry.find("allreduce_2r_simple"), nullptr);
+  setenv("LOOM_DEFAULT_PLANS", "1", 1);
+  EXPECT_TRUE(defaultPlansEnabled());
+  registry.ensureDefaultPlansLoaded();
+  EXPECT_NE(registry.find("allreduce_2r_simple"), nullptr);
+  unsetenv("LOOM_DEFAULT_PLANS");
+}
+
 }  // namespace
 }  // namespace loom

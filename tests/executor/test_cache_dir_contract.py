@@ -8,10 +8,11 @@ import json
 
 import pytest
 from loom import cli
-from loom.install_plans import bundled_plans, install_default_plans
+from loom.install_plans import STAMP_NAME, bundled_plans, ensure_default_plans_installed, install_default_plans
 
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
-from loom import registry  # noqa: E402
+from loom import Communicator, registry  # noqa: E402
+from loom.host_ranks import run_ranks  # noqa: E402
 
 PLANS = bundled_plans()
 
@@ -27,7 +28,9 @@ def _bundled_in_registry() -> set[str]:
 @pytest.fixture
 def empty_root_afterwards(monkeypatch, tmp_path):
     """Leaves the registry with the (empty) bundled plans of a fresh root, whatever the test loaded."""
+    monkeypatch.delenv("LOOM_DEFAULT_PLANS", raising=False)
     yield
+    monkeypatch.delenv("LOOM_DEFAULT_PLANS", raising=False)
     monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path / "empty-afterwards"))
     assert registry.load_default_plans() == []
 
@@ -65,3 +68,33 @@ def test_without_loom_cache_dir_both_use_the_home_cache(monkeypatch, tmp_path, c
     assert capsys.readouterr().out.endswith(f" in {root / 'default'}\n")
     assert registry.load_default_plans() == []
     assert _bundled_in_registry() == _plan_names(PLANS)
+
+
+def test_a_communicator_installs_the_bundled_plans_on_first_use(monkeypatch, tmp_path, empty_root_afterwards):
+    # A wheel installed with pip runs no set-up: the first communicator copies the plans into the cache.
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path / "fresh"))
+    folder = tmp_path / "fresh" / "default"
+
+    def body(bootstrap):
+        return Communicator(bootstrap, host_only=True).world_size
+
+    assert run_ranks(2, None, body) == {0: 2, 1: 2}
+    assert sorted(path.name for path in folder.glob("*.json")) == [path.name for path in PLANS]
+    assert (folder / STAMP_NAME).read_text().startswith("loom ")
+    assert _bundled_in_registry() == _plan_names(PLANS)
+    assert not ensure_default_plans_installed()  # the stamp matches: nothing to do
+    (folder / STAMP_NAME).write_text("loom 0.0.0 (an older version)\n")
+    (folder / PLANS[0].name).write_text("{ damaged")
+    assert ensure_default_plans_installed()  # another version's stamp: installed again
+    assert (folder / PLANS[0].name).read_bytes() == PLANS[0].read_bytes()
+
+
+def test_loom_default_plans_zero_turns_installer_and_loader_off(monkeypatch, tmp_path, empty_root_afterwards):
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path / "root"))
+    install_default_plans()
+    monkeypatch.setenv("LOOM_DEFAULT_PLANS", "0")
+    assert registry.load_default_plans() == []
+    assert _bundled_in_registry() == set()
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path / "fresh"))
+    assert not ensure_default_plans_installed()
+    assert not (tmp_path / "fresh").exists()

@@ -33,8 +33,9 @@ PLANS = [
 
 @pytest.fixture
 def registered(tmp_path, monkeypatch):
-    """The test plans as user plans, and an empty cache root (no bundled plans in the way)."""
+    """The test plans as user plans, and no bundled plans in the way."""
     monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LOOM_DEFAULT_PLANS", "0")
     loom.registry.load_default_plans()
     for name, algorithm, world, inplace, options in PLANS:
         text = compile_algorithm(

@@ -71,7 +71,7 @@ def test_collective_api_with_torch_tensors_eagerly_and_in_cuda_graphs(world, tmp
     if GPUS < world:
         pytest.skip(f"needs {world} GPUs, this host has {GPUS}")
     pytest.importorskip("torch", reason="the GPU checks use torch tensors")
-    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))  # user plans only: no bundled plans in the way
+    monkeypatch.setenv("LOOM_DEFAULT_PLANS", "0")  # user plans only: no bundled plans in the way
     _launch(world, [str(ROOT / "tests/executor/gpu/collective_api_check.py")], timeout=300)
 
 

@@ -45,6 +45,9 @@ class Communicator {
   bool sameNode(int peer) const;
   // The CUDA device this rank uses, -1 when it runs on host memory only.
   int cudaDevice() const;
+  // The PCI bus id of cudaDevice() ("0000:18:00.0"), which names the GPU whatever CUDA_VISIBLE_DEVICES
+  // each process sees; empty for a host-only communicator.
+  std::string cudaDeviceBusId() const;
 
   // Registers [data, data + bytes) for the given transports. Host or device memory is told apart
   // by asking CUDA. CUDA IPC needs device memory from cudaMalloc or from cuMem with a POSIX

@@ -7,6 +7,7 @@ per GPU:
 
 from __future__ import annotations
 
+import os
 import sys
 
 import loom
@@ -25,9 +26,16 @@ PLANS = [
 
 
 def main() -> int:
-    comm = loom.Communicator()
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # as with NCCL: the communicator takes this device
+    bootstrap = _native.Bootstrap.from_environment()
+    try:
+        loom.Communicator(bootstrap, device=0)
+        print(f"[rank {bootstrap.rank}] FAIL: two ranks on GPU 0 were not refused", flush=True)
+    except loom.InvalidArgumentError as error:
+        assert "both use GPU" in str(error), error
+    comm = loom.Communicator(bootstrap)
     world, rank = comm.world_size, comm.rank
-    torch.cuda.set_device(comm.native.cuda_device)
+    assert comm.native.cuda_device == torch.cuda.current_device() == rank, (comm.native.cuda_device, rank)
     for algorithm, inplace, options in PLANS:
         name = f"check_{algorithm}{'_inplace' if inplace else ''}"
         text = compile_algorithm(
