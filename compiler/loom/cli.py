@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from loom import demo as loom_demo  # standard library only at import time
 from loom.errors import InvalidArgumentError, LoomError
 from loom.version import __version__
 
@@ -240,6 +241,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--cache-dir", metavar="DIR", help="the cache root (default: $LOOM_CACHE_DIR, else ~/.cache/loom)"
     )
     install.set_defaults(run=_cmd_install_plans)
+
+    demo = sub.add_parser(
+        "demo",
+        help="compile, verify, register and run a DSL all-reduce beside NCCL on every visible GPU (else on the CPU)",
+    )
+    loom_demo.add_arguments(demo)
+    demo.set_defaults(run=loom_demo.run)
 
     cache_dir = sub.add_parser("cache-dir", help="print the cache root ($LOOM_CACHE_DIR, else ~/.cache/loom)")
     cache_dir.set_defaults(run=_cmd_cache_dir)

@@ -6,6 +6,7 @@ NVIDIA GPUs or torch.
 - 1,000 back-to-back and 1,000 graph-replayed calls of each without drift (gpu/drift_check.py);
 - loom.Communicator with torch tensors on 2 and 4 GPUs, eagerly and inside torch.cuda.graph capture
   (gpu/collective_api_check.py);
+- `loom demo` on 2 and 4 GPUs, beside NCCL;
 - the plan check under compute-sanitizer memcheck and racecheck on 2 GPUs, when the tool is installed.
 """
 
@@ -73,6 +74,22 @@ def test_collective_api_with_torch_tensors_eagerly_and_in_cuda_graphs(world, tmp
     pytest.importorskip("torch", reason="the GPU checks use torch tensors")
     monkeypatch.setenv("LOOM_DEFAULT_PLANS", "0")  # user plans only: no bundled plans in the way
     _launch(world, [str(ROOT / "tests/executor/gpu/collective_api_check.py")], timeout=300)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("world", [2, 4])
+def test_loom_demo_on_gpus_beside_nccl(world, tmp_path):
+    if GPUS < world:
+        pytest.skip(f"needs {world} GPUs, this host has {GPUS}")
+    pytest.importorskip("torch", reason="the GPU demo uses torch tensors and NCCL")
+    command = [sys.executable, "-m", "loom", "demo", "--gpus", str(world), "--sizes", "1K,1M", "--calls", "5"]
+    environment = {**os.environ, "NCCL_NVLS_ENABLE": "0", "LOOM_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    assert done.stdout.startswith(f"loom demo: {world} GPUs, one process each"), output[-4000:]
+    assert "NCCL µs" in done.stdout and f"demo_allreduce_packets_{world}r" in done.stdout, output[-4000:]
+    assert done.stdout.rstrip().endswith("ok: 4 of 4 results matched the float64 reference"), output[-4000:]
 
 
 @pytest.mark.gpu
