@@ -12,9 +12,9 @@ this version's are missing). Calls are enqueued on the
 current stream and return at once; they work inside ``torch.cuda.graph`` capture. Every rank makes the
 same calls in the same order, as with NCCL.
 
-In place means what it means for NCCL: ``all_reduce(t)`` and ``broadcast(t)`` use one buffer;
-``all_gather(output, input)`` is in place when ``input`` is this rank's slice of ``output``, and
-``reduce_scatter(output, input)`` when ``output`` is this rank's slice of ``input``.
+In place means what it means for NCCL: ``all_reduce(t)`` (without ``output=``) and ``broadcast(t)`` use
+one buffer; ``all_gather(output, input)`` is in place when ``input`` is this rank's slice of ``output``,
+and ``reduce_scatter(output, input)`` when ``output`` is this rank's slice of ``input``.
 """
 
 from __future__ import annotations
@@ -61,9 +61,11 @@ class Communicator:
     def on_gpu(self) -> bool:
         return self.executor.on_gpu
 
-    def all_reduce(self, tensor: object, op: str = "sum", *, stream: object = None) -> None:
-        view = buffer_view(tensor, "tensor")
-        self._run("allreduce", view, view, op, stream, inplace=True)
+    def all_reduce(self, tensor: object, op: str = "sum", *, output: object = None, stream: object = None) -> None:
+        """Reduce ``tensor`` over all ranks, in place, or into ``output`` (NCCL's sendbuff/recvbuff)."""
+        source = buffer_view(tensor, "tensor")
+        target = source if output is None else buffer_view(output, "output")
+        self._run("allreduce", target, source, op, stream, inplace=source.pointer == target.pointer)
 
     def all_gather(self, output: object, input: object, *, stream: object = None) -> None:
         source, target = buffer_view(input, "input"), buffer_view(output, "output")

@@ -218,7 +218,10 @@ std::shared_ptr<const Plan> PlanRegistry::selectOrThrow(const SelectionRequest& 
     if (info.root) out << ", root " << *info.root;
     any = true;
   }
-  if (!any) out << " none (is `loom install-plans` done? bundled plans load from " << defaultPlansDirectory() << ")";
+  if (!any && !defaultPlansEnabled()) out << " none (bundled plans are off: LOOM_DEFAULT_PLANS=0)";
+  if (!any && defaultPlansEnabled()) {
+    out << " none (is `loom install-plans` done? bundled plans load from " << defaultPlansDirectory() << ")";
+  }
   throw invalid(out.str());
 }
 

@@ -22,6 +22,7 @@ WORLD = 4
 # (plan name, algorithm, world size, in place, options)
 PLANS = [
     ("t_allreduce_inplace", "allreduce_allpairs_packet", WORLD, True, {}),
+    ("t_allreduce", "allreduce_allpairs_packet", WORLD, False, {}),
     ("t_allgather", "allgather_fullmesh", WORLD, False, {}),
     ("t_allgather_inplace", "allgather_fullmesh", WORLD, True, {}),
     ("t_reducescatter", "reducescatter_fullmesh", WORLD, False, {}),
@@ -81,6 +82,10 @@ def test_every_collective_selects_and_matches_numpy(registered):
         tensor = mine.copy()
         comm.all_reduce(tensor)
         np.testing.assert_allclose(tensor, sum(x.astype(np.float64) for x in inputs), rtol=1e-5, atol=1e-5)
+        reduced = np.zeros(count, np.float32)
+        comm.all_reduce(mine, output=reduced)  # out of place: mine stays as it was
+        np.testing.assert_array_equal(reduced, tensor)
+        np.testing.assert_array_equal(mine, inputs[rank])
 
         gathered = np.zeros(count * WORLD, np.float32)
         comm.all_gather(gathered, mine)
@@ -104,7 +109,7 @@ def test_every_collective_selects_and_matches_numpy(registered):
         np.testing.assert_array_equal(broadcast, inputs[1])
         return comm.executor.stats()["launches"]
 
-    assert all(launches == 6 for launches in _run(WORLD, body).values())
+    assert all(launches == 7 for launches in _run(WORLD, body).values())
 
 
 def test_send_and_recv_between_two_ranks(registered):

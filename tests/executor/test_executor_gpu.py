@@ -6,7 +6,7 @@ NVIDIA GPUs or torch.
 - 1,000 back-to-back and 1,000 graph-replayed calls of each without drift (gpu/drift_check.py);
 - loom.Communicator with torch tensors on 2 and 4 GPUs, eagerly and inside torch.cuda.graph capture
   (gpu/collective_api_check.py);
-- `loom demo` on 2 and 4 GPUs, beside NCCL;
+- `loom demo` on 2 and 4 GPUs, beside NCCL; the examples that use GPUs;
 - the plan check under compute-sanitizer memcheck and racecheck on 2 GPUs, when the tool is installed.
 """
 
@@ -90,6 +90,18 @@ def test_loom_demo_on_gpus_beside_nccl(world, tmp_path):
     assert done.stdout.startswith(f"loom demo: {world} GPUs, one process each"), output[-4000:]
     assert "NCCL µs" in done.stdout and f"demo_allreduce_packets_{world}r" in done.stdout, output[-4000:]
     assert done.stdout.rstrip().endswith("ok: 4 of 4 results matched the float64 reference"), output[-4000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("world", [2, 4])
+def test_gpu_examples(world, tmp_path, monkeypatch):
+    if GPUS < world:
+        pytest.skip(f"needs {world} GPUs, this host has {GPUS}")
+    pytest.importorskip("torch", reason="the examples use torch tensors")
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
+    _launch(world, [str(ROOT / "examples/user_algorithm.py"), "--gpu"], timeout=300)
+    for mode in ([], ["--graph"]):
+        _launch(world, [str(ROOT / "examples/pytorch_training_loop.py"), "--steps", "20", *mode], timeout=300)
 
 
 @pytest.mark.gpu

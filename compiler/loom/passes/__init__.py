@@ -56,4 +56,6 @@ def compile_program(program: CollectiveProgram) -> ir.Plan:
     plan = instances.run(plan, program.instances)
     if program.instr_fusion:
         plan = fuse(plan)
-    return resources.run(plan)
+    plan = resources.run(plan)
+    checks.check_waits_in_one_thread_block(plan)
+    return plan

@@ -108,5 +108,30 @@ def check_signal_wait_pairs(plan: ir.Plan) -> None:
             )
 
 
+def check_waits_in_one_thread_block(plan: ir.Plan) -> None:
+    """All waits on one channel must be in one thread block: a wait raises the channel's expected
+    signal count, which the executor keeps in the one thread block that waits (it refuses a plan
+    that waits on a channel from two). Runs on the final plan, after thread-block groups and
+    instances are laid out."""
+    for gpu in plan.gpus:
+        waiter: dict[int, int] = {}
+        for tb in gpu.threadblocks:
+            for op, _ in _flat(tb.ops):
+                if op.op != "wait":
+                    continue
+                for channel_id in op.channels:
+                    first = waiter.setdefault(channel_id, tb.id)
+                    if first != tb.id:
+                        channel = gpu.channel(channel_id)
+                        raise DSLError(
+                            f"rank {gpu.id} waits on one {channel.type} channel to rank {channel.peer} in thread"
+                            f" blocks {first} and {tb.id}: a channel's waits must all be in one thread block, so"
+                            f" give the second thread block a channel of its own (declare another"
+                            f" {'MemoryChannel' if channel.type == 'memory' else 'PortChannel'}({channel.peer},"
+                            f" {gpu.id}), and its peer one back)",
+                            op.loc,
+                        )
+
+
 def _ordinal(position: int) -> str:
     return {0: "first", 1: "second", 2: "third"}.get(position, f"#{position + 1}")
