@@ -29,6 +29,10 @@ from loom.install_plans import ensure_default_plans_installed
 from loom.native import native_module
 from loom.tensors import BufferView, buffer_view
 
+# The bootstrap tag of the message that sets up a send/recv pair: in the range of user tags (below
+# 2^56), at its top, where user traffic is unlikely to be.
+POINT_TO_POINT_TAG = (1 << 56) - 0x5032
+
 
 class Communicator:
     def __init__(
@@ -47,6 +51,8 @@ class Communicator:
         native = native_module()
         if bootstrap is None:
             bootstrap = native.Bootstrap.from_environment()
+        self.bootstrap = bootstrap
+        self.host_only = host_only
         self.native = native.Communicator(bootstrap, host_only=host_only, device=device)
         if not host_only:
             _check_one_gpu_per_rank(bootstrap, self.native)
@@ -56,6 +62,7 @@ class Communicator:
         self.world_size = self.native.world_size
         self.ranks_per_node = self.native.local_world_size
         self.tags = list(tags)
+        self._pairs: dict[int, Communicator] = {}  # peer -> the two-rank communicator of send/recv
 
     @property
     def on_gpu(self) -> bool:
@@ -88,7 +95,9 @@ class Communicator:
         self._run("broadcast", view, view, "sum", stream, inplace=True, root=root)
 
     def send(self, tensor: object, peer: int, *, stream: object = None) -> None:
-        """Send ``tensor`` to ``peer``, which calls ``recv`` at the same point of its program."""
+        """Send ``tensor`` to ``peer``, which calls ``recv`` with a buffer of the same size. Only the two ranks
+        take part; between them, sends and receives pair up in the order they are called, as with NCCL.
+        The first call between two ranks sets up their connection (outside CUDA graph capture)."""
         self._point_to_point(tensor, peer, sending=True, stream=stream)
 
     def recv(self, tensor: object, peer: int, *, stream: object = None) -> None:
@@ -96,20 +105,36 @@ class Communicator:
         self._point_to_point(tensor, peer, sending=False, stream=stream)
 
     def _point_to_point(self, tensor: object, peer: int, *, sending: bool, stream: object) -> None:
-        # Send and receive run a `sendrecv` plan (each rank's input goes to the next rank's output).
-        # With two ranks that is exactly one transfer each way; with more, every rank would have to
-        # take part in every call, which a send between two of them cannot promise.
-        if self.world_size != 2:
+        if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < self.world_size or peer == self.rank:
             raise InvalidArgumentError(
-                f"send/recv: run over a sendrecv plan, which pairs ranks only when there are 2 (this job has"
-                f" {self.world_size})"
+                f"peer: expected another rank, from 0 to {self.world_size - 1} but not {self.rank}, got {peer!r}"
             )
-        if peer != 1 - self.rank:
-            raise InvalidArgumentError(f"peer: expected {1 - self.rank} (the other rank), got {peer!r}")
-        # The unused side of the exchange: the peer's recv buffer size matches ours.
+        # A `sendrecv` plan over the two ranks: each one's input goes to the other's output, so the side
+        # that does not carry data exchanges a spare buffer of the same size.
+        pair = self if self.world_size == 2 else self._pair_with(peer)
         spare = _empty_like(tensor)
         source, target = (tensor, spare) if sending else (spare, tensor)
-        self._run("sendrecv", buffer_view(target, "output"), buffer_view(source, "input"), "sum", stream, inplace=False)
+        pair._run("sendrecv", buffer_view(target, "output"), buffer_view(source, "input"), "sum", stream, inplace=False)
+
+    def _pair_with(self, peer: int) -> Communicator:
+        """The two-rank communicator of this rank and ``peer``, set up by their first send/recv (like
+        NCCL's lazy point-to-point connections): only the two ranks take part, over the job's bootstrap."""
+        pair = self._pairs.get(peer)
+        if pair is not None:
+            return pair
+        native = native_module()
+        first = self.rank < peer  # the lower rank listens and is rank 0 of the pair
+        if first:
+            host = self.bootstrap.peer_address(self.rank).rsplit(":", 1)[0].strip("[]")
+            uid = native.UniqueId.create(host)
+            self.bootstrap.send(peer, POINT_TO_POINT_TAG, uid.to_bytes())
+        else:
+            uid = native.UniqueId.from_bytes(self.bootstrap.recv(peer, POINT_TO_POINT_TAG))
+        joined = native.Bootstrap(0 if first else 1, 2, uid, timeout_ms=self.bootstrap.timeout_ms)
+        device = None if self.host_only else self.native.cuda_device
+        pair = Communicator(joined, device=device, host_only=self.host_only, tags=self.tags)
+        self._pairs[peer] = pair
+        return pair
 
     def _run(
         self,

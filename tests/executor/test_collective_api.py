@@ -127,6 +127,42 @@ def test_send_and_recv_between_two_ranks(registered):
     np.testing.assert_array_equal(_run(2, body)[1], payload)
 
 
+def test_send_and_recv_in_a_larger_job_involve_only_the_two_ranks(registered):
+    payloads = [_data(20 + rank, 1000) for rank in range(WORLD)]
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        rank = comm.rank
+        received = {}
+        # A ring, twice: even ranks send first, odd ranks receive first, so every pair meets.
+        for _ in range(2):
+            after, before = (rank + 1) % WORLD, (rank - 1) % WORLD
+            inbox = np.zeros(1000, np.float32)
+            if rank % 2 == 0:
+                comm.send(payloads[rank], peer=after)
+                comm.recv(inbox, peer=before)
+            else:
+                comm.recv(inbox, peer=before)
+                comm.send(payloads[rank], peer=after)
+            received["ring"] = inbox
+        # Ranks 0 and 3 exchange while ranks 1 and 2 make no call at all.
+        if rank in (0, 3):
+            inbox = np.zeros(1000, np.float32)
+            if rank == 0:
+                comm.send(payloads[0], peer=3)
+            else:
+                comm.recv(inbox, peer=0)
+            received["pair"] = inbox
+        with pytest.raises(InvalidArgumentError, match=f"peer: expected another rank, from 0 to 3 but not {rank}"):
+            comm.send(payloads[rank], peer=rank)
+        return received
+
+    results = _run(WORLD, body)
+    for rank in range(WORLD):
+        np.testing.assert_array_equal(results[rank]["ring"], payloads[(rank - 1) % WORLD])
+    np.testing.assert_array_equal(results[3]["pair"], payloads[0])
+
+
 def test_custom_selector_runs_once_per_request_and_the_fallback_takes_what_nothing_fits(registered):
     seen = []
 

@@ -22,6 +22,7 @@ PLANS = [
     ("reducescatter_fullmesh", False, {}),
     ("alltoall_fullmesh", False, {}),
     ("broadcast", True, {"root": 0}),
+    ("sendrecv", False, {}),
 ]
 
 
@@ -74,6 +75,21 @@ def main() -> int:
     t = data[rank].cuda()
     comm.broadcast(t, root=0)
     check("broadcast", t, data[0].double())
+
+    # send/recv around a ring: even ranks send first, odd ranks receive first. With more than 2 ranks each
+    # pair runs over its own two-rank communicator; with 2, the same path is taken once explicitly.
+    after, before = (rank + 1) % world, (rank - 1) % world
+    ring_communicators = [comm] if world > 2 else [comm, comm._pair_with(after)]
+    for ring in ring_communicators:
+        inbox = torch.empty(count, device="cuda")
+        outgoing = data[rank].cuda()
+        if rank % 2 == 0:
+            ring.send(outgoing, peer=after if ring is comm else 1 - ring.rank)
+            ring.recv(inbox, peer=before if ring is comm else 1 - ring.rank)
+        else:
+            ring.recv(inbox, peer=before if ring is comm else 1 - ring.rank)
+            ring.send(outgoing, peer=after if ring is comm else 1 - ring.rank)
+        check(f"send/recv ({'job' if ring is comm else 'pair'} communicator)", inbox, data[before].double())
 
     # Inside a CUDA graph: capture once, replay on fresh data copied into the captured buffers.
     source = torch.empty(count, device="cuda")
