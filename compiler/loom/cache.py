@@ -7,8 +7,8 @@ is empty) the root is ``~/.cache/loom``. Under the root:
   reads ``<root>/default/*.json`` (executor/src/cache_dir.cc follows the same rule as this module).
 - ``jit/``: plans compiled on demand by :func:`loom.jit.jit_compile`, one file per cache key.
 
-``LOOM_DEFAULT_PLANS=0`` turns the bundled plans off: the registry loads none and a communicator does
-not install them (:func:`default_plans_enabled`).
+``LOOM_DEFAULT_PLANS=0`` (or false, no, off) turns the bundled plans off: the registry loads none and a
+communicator does not install them (:func:`default_plans_enabled`).
 
 Files are written with :func:`write_atomically`, so a reader never sees half a plan.
 """
@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+
+from loom.errors import InvalidArgumentError
 
 
 def cache_root() -> Path:
@@ -34,8 +36,14 @@ def default_plans_dir() -> Path:
 
 
 def default_plans_enabled() -> bool:
-    """False when ``LOOM_DEFAULT_PLANS`` is ``0``."""
-    return os.environ.get("LOOM_DEFAULT_PLANS") != "0"
+    """``LOOM_DEFAULT_PLANS``: 1/0, true/false, yes/no or on/off, any case (unset or empty: on); any
+    other value is an InvalidArgumentError, as in the C++ reader (executor/src/cache_dir.cc)."""
+    value = os.environ.get("LOOM_DEFAULT_PLANS", "")
+    if not value or value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise InvalidArgumentError(f"LOOM_DEFAULT_PLANS: expected 1/0, true/false, yes/no or on/off, got {value!r}")
 
 
 def jit_dir() -> Path:

@@ -2,11 +2,13 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <pwd.h>
 #include <unistd.h>
 
+#include "environment.hpp"
 #include "loom/error.hpp"
 
 namespace loom {
@@ -28,8 +30,8 @@ std::string cacheRoot() {
 std::string defaultPlansDirectory() { return (std::filesystem::path(cacheRoot()) / "default").string(); }
 
 bool defaultPlansEnabled() {
-  const char* value = std::getenv("LOOM_DEFAULT_PLANS");
-  return value == nullptr || std::string(value) != "0";
+  const std::optional<std::string> value = processEnvironment("LOOM_DEFAULT_PLANS");
+  return !value || parseBoolean(*value, "LOOM_DEFAULT_PLANS");
 }
 
 }  // namespace loom

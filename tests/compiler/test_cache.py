@@ -5,6 +5,7 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import pytest
 from loom import cache, cli
 
 
@@ -55,3 +56,15 @@ def test_write_atomically_keeps_the_old_file_when_writing_fails(tmp_path):
         raise AssertionError("expected UnicodeEncodeError")
     assert path.read_text() == "old"
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["plan.json"]
+
+
+def test_loom_default_plans_is_a_strict_boolean(monkeypatch):
+    from loom.cache import default_plans_enabled
+    from loom.errors import InvalidArgumentError
+
+    for value, enabled in [("", True), ("1", True), ("Yes", True), ("on", True), ("0", False), ("FALSE", False)]:
+        monkeypatch.setenv("LOOM_DEFAULT_PLANS", value)
+        assert default_plans_enabled() is enabled, value
+    monkeypatch.setenv("LOOM_DEFAULT_PLANS", "maybe")
+    with pytest.raises(InvalidArgumentError, match="LOOM_DEFAULT_PLANS: expected 1/0, true/false, yes/no or on/off"):
+        default_plans_enabled()

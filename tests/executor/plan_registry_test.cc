@@ -268,10 +268,17 @@ TEST_F(CacheRoot, LoomDefaultPlansZeroTurnsTheBundledPlansOff) {
   EXPECT_FALSE(defaultPlansEnabled());
   EXPECT_TRUE(registry.ensureDefaultPlansLoaded().empty());
   EXPECT_EQ(registry.find("allreduce_2r_simple"), nullptr);
-  setenv("LOOM_DEFAULT_PLANS", "1", 1);
+  setenv("LOOM_DEFAULT_PLANS", "on", 1);
   EXPECT_TRUE(defaultPlansEnabled());
   registry.ensureDefaultPlansLoaded();
   EXPECT_NE(registry.find("allreduce_2r_simple"), nullptr);
+  setenv("LOOM_DEFAULT_PLANS", "maybe", 1);
+  try {
+    defaultPlansEnabled();
+    ADD_FAILURE() << "LOOM_DEFAULT_PLANS=maybe was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("LOOM_DEFAULT_PLANS: expected 1/0"), std::string::npos) << error.what();
+  }
   unsetenv("LOOM_DEFAULT_PLANS");
 }
 

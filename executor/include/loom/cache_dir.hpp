@@ -2,8 +2,8 @@
 
 // Loom's cache directory. LOOM_CACHE_DIR names the cache root (never its `default` folder); without
 // it the root is ~/.cache/loom. Bundled plans live in <root>/default (installed by
-// `loom install-plans`), JIT-compiled plans in <root>/jit. LOOM_DEFAULT_PLANS=0 turns the bundled plans
-// off (only the user's plans are selected). compiler/loom/cache.py follows the same rules.
+// `loom install-plans`), JIT-compiled plans in <root>/jit. LOOM_DEFAULT_PLANS=0 (or false, no, off) turns the
+// bundled plans off (only the user's plans are selected). compiler/loom/cache.py follows the same rules.
 
 #include <string>
 
@@ -11,6 +11,6 @@ namespace loom {
 
 std::string cacheRoot();
 std::string defaultPlansDirectory();
-bool defaultPlansEnabled();  // false when LOOM_DEFAULT_PLANS is 0
+bool defaultPlansEnabled();  // LOOM_DEFAULT_PLANS: 1/0, true/false, yes/no, on/off (default on)
 
 }  // namespace loom
