@@ -29,11 +29,15 @@ from test_runtime_gpu import GPUS  # noqa: E402
 SIZES = "1000,1024,4100,65536,262160,1048576,1048592,4194316,67108928"
 
 
-def _library_plans(world: int, folder: Path, **options) -> Path:
-    """Every library plan for `world` ranks, in and out of place, written into `folder`."""
+def _need_gpus_and_torch(world: int) -> None:
     if GPUS < world:
         pytest.skip(f"needs {world} GPUs, this host has {GPUS}")
-    pytest.importorskip("torch", reason="the GPU checks use torch tensors")
+    pytest.importorskip("torch", reason="the GPU checks, the demo and the examples use torch tensors")
+
+
+def _library_plans(world: int, folder: Path, **options) -> Path:
+    """Every library plan for `world` ranks, in and out of place, written into `folder`."""
+    _need_gpus_and_torch(world)
     for name, algorithm in sorted(ALGORITHMS.items()):
         if world not in algorithm.world_sizes:
             continue
@@ -69,9 +73,7 @@ def test_back_to_back_and_graph_replayed_calls_do_not_drift(world, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("world", [2, 4])
 def test_collective_api_with_torch_tensors_eagerly_and_in_cuda_graphs(world, tmp_path, monkeypatch):
-    if GPUS < world:
-        pytest.skip(f"needs {world} GPUs, this host has {GPUS}")
-    pytest.importorskip("torch", reason="the GPU checks use torch tensors")
+    _need_gpus_and_torch(world)
     monkeypatch.setenv("LOOM_DEFAULT_PLANS", "0")  # user plans only: no bundled plans in the way
     _launch(world, [str(ROOT / "tests/executor/gpu/collective_api_check.py")], timeout=300)
 
@@ -79,9 +81,7 @@ def test_collective_api_with_torch_tensors_eagerly_and_in_cuda_graphs(world, tmp
 @pytest.mark.gpu
 @pytest.mark.parametrize("world", [2, 4])
 def test_loom_demo_on_gpus_beside_nccl(world, tmp_path):
-    if GPUS < world:
-        pytest.skip(f"needs {world} GPUs, this host has {GPUS}")
-    pytest.importorskip("torch", reason="the GPU demo uses torch tensors and NCCL")
+    _need_gpus_and_torch(world)
     command = [sys.executable, "-m", "loom", "demo", "--gpus", str(world), "--sizes", "1K,1M", "--calls", "5"]
     environment = {**os.environ, "NCCL_NVLS_ENABLE": "0", "LOOM_CACHE_DIR": str(tmp_path)}
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, check=False)
@@ -95,9 +95,7 @@ def test_loom_demo_on_gpus_beside_nccl(world, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("world", [2, 4])
 def test_gpu_examples(world, tmp_path, monkeypatch):
-    if GPUS < world:
-        pytest.skip(f"needs {world} GPUs, this host has {GPUS}")
-    pytest.importorskip("torch", reason="the examples use torch tensors")
+    _need_gpus_and_torch(world)
     monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
     _launch(world, [str(ROOT / "examples/user_algorithm.py"), "--gpu"], timeout=300)
     for mode in ([], ["--graph"]):
