@@ -20,11 +20,12 @@ and ``reduce_scatter(output, input)`` when ``output`` is this rank's slice of ``
 from __future__ import annotations
 
 import types
+from collections import deque
 from collections.abc import Iterable
 
 from loom import registry
 from loom.errors import InvalidArgumentError
-from loom.executor import Executor
+from loom.executor import OPS, Executor
 from loom.install_plans import ensure_default_plans_installed
 from loom.native import native_module
 from loom.tensors import BufferView, buffer_view
@@ -63,6 +64,7 @@ class Communicator:
         self.ranks_per_node = self.native.local_world_size
         self.tags = list(tags)
         self._pairs: dict[int, Communicator] = {}  # peer -> the two-rank communicator of send/recv
+        self._sends_to_self: deque[tuple[BufferView, object]] = deque()  # (view, tensor) until recv takes it
 
     @property
     def on_gpu(self) -> bool:
@@ -97,7 +99,8 @@ class Communicator:
     def send(self, tensor: object, peer: int, *, stream: object = None) -> None:
         """Send ``tensor`` to ``peer``, which calls ``recv`` with a buffer of the same size. Only the two ranks
         take part; between them, sends and receives pair up in the order they are called, as with NCCL.
-        The first call between two ranks sets up their connection (outside CUDA graph capture)."""
+        The first call between two ranks sets up their connection (outside CUDA graph capture). A send to
+        this rank itself waits for its ``recv``, which copies from ``tensor``: keep it alive until then."""
         self._point_to_point(tensor, peer, sending=True, stream=stream)
 
     def recv(self, tensor: object, peer: int, *, stream: object = None) -> None:
@@ -105,16 +108,32 @@ class Communicator:
         self._point_to_point(tensor, peer, sending=False, stream=stream)
 
     def _point_to_point(self, tensor: object, peer: int, *, sending: bool, stream: object) -> None:
-        if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < self.world_size or peer == self.rank:
-            raise InvalidArgumentError(
-                f"peer: expected another rank, from 0 to {self.world_size - 1} but not {self.rank}, got {peer!r}"
-            )
+        if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < self.world_size:
+            raise InvalidArgumentError(f"peer: expected a rank from 0 to {self.world_size - 1}, got {peer!r}")
+        if peer == self.rank:
+            self._to_self(tensor, sending=sending, stream=stream)
+            return
         # A `sendrecv` plan over the two ranks: each one's input goes to the other's output, so the side
         # that does not carry data exchanges a spare buffer of the same size.
         pair = self if self.world_size == 2 else self._pair_with(peer)
         spare = _empty_like(tensor)
         source, target = (tensor, spare) if sending else (spare, tensor)
         pair._run("sendrecv", buffer_view(target, "output"), buffer_view(source, "input"), "sum", stream, inplace=False)
+
+    def _to_self(self, tensor: object, *, sending: bool, stream: object) -> None:
+        """Send/recv of a rank with itself, as NCCL pairs them in a group: the send is held, in order, until
+        a recv takes it and copies it on the recv's stream."""
+        view = buffer_view(tensor, "tensor")
+        if sending:
+            self.executor.stream_for(stream, [view])  # the stream argument is checked at the call it belongs to
+            self._sends_to_self.append((view, tensor))
+            return
+        if not self._sends_to_self:
+            raise InvalidArgumentError(
+                f"peer: recv from rank {self.rank} itself needs a send to itself first (none is pending)"
+            )
+        source, _ = self._sends_to_self.popleft()
+        self.executor.copy_views(source, view, self.executor.stream_for(stream, [source, view]))
 
     def _pair_with(self, peer: int) -> Communicator:
         """The two-rank communicator of this rank and ``peer``, set up by their first send/recv (like
@@ -148,11 +167,19 @@ class Communicator:
         root: int | None = None,
     ) -> None:
         handle = self.executor.stream_for(stream, [source, target])
+        if op not in OPS:
+            raise InvalidArgumentError(f"op: expected one of {', '.join(OPS)}, got {op!r}")
+        if source.nbytes == 0 and target.nbytes == 0:
+            return  # nothing to move, as NCCL returns at once for a count of 0
         capturing = self.executor.capturing(handle)
         args = (collective, source.nbytes, source.dtype, self.world_size, self.ranks_per_node)
         plan = native_module().registry_select(*args, inplace, capturing, root, self.tags)
         if plan is not None:
             self.executor.execute_views(plan, source, target, op, handle)
+            return
+        if self.world_size == 1:
+            # A job of one rank has nothing to exchange: NCCL copies the input to the output, if anywhere.
+            self.executor.copy_views(source, target, handle)
             return
         fallback = registry.fallback()
         if fallback is None:

@@ -18,7 +18,7 @@ from loom.errors import InvalidArgumentError
 from loom.native import native_module
 from loom.tensors import BufferView, buffer_view, stream_handle
 
-_OPS = ("sum", "min", "max")
+OPS = ("sum", "min", "max")
 
 
 class Executor:
@@ -48,10 +48,16 @@ class Executor:
 
     def execute_views(self, plan: object, source: BufferView, target: BufferView, op: str, stream: int) -> None:
         """``execute`` for callers that have the buffer views and the stream handle already (loom.Communicator)."""
-        if op not in _OPS:
-            raise InvalidArgumentError(f"op: expected one of {', '.join(_OPS)}, got {op!r}")
+        if op not in OPS:
+            raise InvalidArgumentError(f"op: expected one of {', '.join(OPS)}, got {op!r}")
         self._check(plan, source, target)
         self._native.execute(plan, source.pointer, target.pointer, source.nbytes, source.dtype, op, stream)
+
+    def copy_views(self, source: BufferView, target: BufferView, stream: int) -> None:
+        """A copy between this rank's buffers, as NCCL runs every collective of a job of one rank and a send
+        to itself: nothing to move when ``source`` is ``target``, else a copy on ``stream``."""
+        self._check_views(source, target, source.nbytes, f"a local copy of {source.nbytes} bytes")
+        self._native.copy_local(source.pointer, target.pointer, source.nbytes, stream)
 
     def stream_for(self, stream: object, views: list[BufferView]) -> int:
         """The cudaStream_t handle a call runs on (see loom.tensors.stream_handle); 0 on the CPU backend."""
@@ -73,14 +79,15 @@ class Executor:
         raise InvalidArgumentError(f"plan: expected a loom.Plan or a plan file path, got {type(plan).__name__}")
 
     def _check(self, plan: object, source: BufferView, target: BufferView) -> None:
+        _, output_bytes = native_module().plan_buffer_bytes(plan, source.nbytes)
+        call = f"the {plan.collective} of {source.nbytes}-byte inputs over {plan.world_size} ranks"
+        self._check_views(source, target, output_bytes, call)
+
+    def _check_views(self, source: BufferView, target: BufferView, output_bytes: int, call: str) -> None:
         if source.dtype != target.dtype:
             raise InvalidArgumentError(f"output: dtype {target.dtype} differs from the input's {source.dtype}")
-        _, output_bytes = native_module().plan_buffer_bytes(plan, source.nbytes)
         if target.nbytes != output_bytes:
-            raise InvalidArgumentError(
-                f"output: holds {target.nbytes} bytes, but a {plan.collective} of {source.nbytes}-byte inputs over"
-                f" {plan.world_size} ranks writes {output_bytes}"
-            )
+            raise InvalidArgumentError(f"output: holds {target.nbytes} bytes, but {call} writes {output_bytes}")
         wanted = "cuda" if self.on_gpu else "cpu"
         for name, view in (("input", source), ("output", target)):
             if view.device != wanted:

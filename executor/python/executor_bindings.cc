@@ -55,6 +55,15 @@ void bindExecutor(py::module_& module) {
           py::arg("plan"), py::arg("input"), py::arg("output"), py::arg("message_bytes"), py::arg("dtype"),
           py::arg("op") = "sum", py::arg("stream") = 0,
           "One collective call on buffers given by address (see loom.Executor for tensors).")
+      .def(
+          "copy_local",
+          [](Executor& executor, uint64_t input, uint64_t output, uint64_t bytes, uint64_t stream) {
+            py::gil_scoped_release release;
+            executor.copyLocal(reinterpret_cast<const void*>(input), reinterpret_cast<void*>(output), bytes,
+                               reinterpret_cast<void*>(stream));
+          },
+          py::arg("input"), py::arg("output"), py::arg("bytes"), py::arg("stream") = 0,
+          "A copy between this rank's buffers (a call of a job of one rank, a send to itself) on the stream.")
       .def_property_readonly("on_gpu", &Executor::onGpu)
       .def(
           "capturing", [](const Executor& e, uint64_t stream) { return e.capturing(reinterpret_cast<void*>(stream)); },

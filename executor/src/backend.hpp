@@ -33,6 +33,9 @@ class Backend {
   // the CPU backend returns when every block is done and throws what a block threw.
   virtual void launch(const device::Program& program, uint32_t threads, DataType type, ReduceOp op,
                       void* stream) = 0;
+  // Copies `bytes` from `src` to `dst` (this rank's buffers): the GPU enqueues it on `stream` (also
+  // under graph capture), the CPU backend copies at once.
+  virtual void copy(void* dst, const void* src, uint64_t bytes, void* stream) = 0;
 };
 
 // The GPU backend (CUDA builds, on the communicator's device); the CPU backend (host threads).

@@ -33,9 +33,7 @@ class CpuBackend final : public Backend {
   uint64_t allocationId(const void*) const override { return 0; }
 
   void launch(const device::Program& program, uint32_t, DataType type, ReduceOp op, void* stream) override {
-    if (stream != nullptr) {
-      throw Error(ErrorCategory::kInvalidArgument, "stream: the CPU backend runs on host threads and takes no stream");
-    }
+    refuseStream(stream);
     std::vector<std::exception_ptr> failures(program.blocks);
     dispatchReduce(type, op, [&]<typename Reduce>() {
       std::vector<std::thread> threads;
@@ -54,6 +52,18 @@ class CpuBackend final : public Backend {
     });
     for (const std::exception_ptr& failure : failures) {
       if (failure) std::rethrow_exception(failure);
+    }
+  }
+
+  void copy(void* dst, const void* src, uint64_t bytes, void* stream) override {
+    refuseStream(stream);
+    std::memmove(dst, src, bytes);
+  }
+
+ private:
+  static void refuseStream(void* stream) {
+    if (stream != nullptr) {
+      throw Error(ErrorCategory::kInvalidArgument, "stream: the CPU backend runs on host threads and takes no stream");
     }
   }
 };

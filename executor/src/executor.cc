@@ -274,6 +274,14 @@ Executor::~Executor() {
   if (impl_->proxy) impl_->proxy->stop();
 }
 
+void Executor::copyLocal(const void* input, void* output, uint64_t bytes, void* stream) {
+  if (bytes == 0 || input == output) return;
+  if (input == nullptr) throw invalid("input: null pointer for a message of " + std::to_string(bytes) + " bytes");
+  if (output == nullptr) throw invalid("output: null pointer");
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->backend->copy(output, input, bytes, stream);
+}
+
 Communicator& Executor::communicator() const { return *impl_->communicator; }
 bool Executor::onGpu() const { return impl_->backend->onGpu(); }
 bool Executor::capturing(void* stream) const { return impl_->backend->capturing(stream); }

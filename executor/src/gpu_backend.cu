@@ -64,6 +64,11 @@ class GpuBackend final : public Backend {
     }
   }
 
+  void copy(void* dst, const void* src, uint64_t bytes, void* stream) override {
+    checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
+              "cudaMemcpyAsync (a call of one rank)");
+  }
+
  private:
   Communicator& communicator_;
   int device_;

@@ -45,6 +45,11 @@ class Executor {
   void execute(const Plan& plan, const void* input, void* output, uint64_t messageBytes, DataType type,
                ReduceOp op, void* stream = nullptr);
 
+  // A copy between this rank's own buffers: how NCCL runs every collective of a job of one rank, and
+  // a send to itself. Nothing to move when `input` is `output`, else `bytes` copied on `stream`
+  // (enqueued on a GPU, also under graph capture; at once on the CPU backend).
+  void copyLocal(const void* input, void* output, uint64_t bytes, void* stream = nullptr);
+
   Communicator& communicator() const;
   bool onGpu() const;
   // Whether a CUDA graph is being captured on `stream` (always false on the CPU backend).
