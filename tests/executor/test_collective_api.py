@@ -153,14 +153,20 @@ def test_send_and_recv_in_a_larger_job_involve_only_the_two_ranks(registered):
             else:
                 comm.recv(inbox, peer=0)
             received["pair"] = inbox
-        with pytest.raises(InvalidArgumentError, match=f"peer: expected another rank, from 0 to 3 but not {rank}"):
-            comm.send(payloads[rank], peer=rank)
+        with pytest.raises(InvalidArgumentError, match="peer: expected a rank from 0 to 3, got 4"):
+            comm.send(payloads[rank], peer=4)
+        mine = np.zeros(1000, np.float32)
+        comm.send(payloads[rank], peer=rank)  # to itself, as in an NCCL group: its recv copies
+        comm.recv(mine, peer=rank)
+        received["self"] = mine
         return received
 
     results = _run(WORLD, body)
     for rank in range(WORLD):
         np.testing.assert_array_equal(results[rank]["ring"], payloads[(rank - 1) % WORLD])
     np.testing.assert_array_equal(results[3]["pair"], payloads[0])
+    for rank in range(WORLD):
+        np.testing.assert_array_equal(results[rank]["self"], payloads[rank])
 
 
 def test_custom_selector_runs_once_per_request_and_the_fallback_takes_what_nothing_fits(registered):
