@@ -141,7 +141,7 @@ def test_every_call_returns_the_reference_or_raises_a_clear_error(world):
     cases = draw_cases(world, seed=world)
     for rank in range(world):
         assert results[rank] == results[0], f"rank {rank} disagrees with rank 0"
-    for case, outcome in zip(cases, results[0]):
+    for case, outcome in zip(cases, results[0], strict=True):
         runnable = case.dtype in RUNNABLE and case.op in ("sum", "min", "max") and case.output_extra == 0
         if case.count == 0 and runnable:
             assert outcome == "ok", (case, outcome)
@@ -151,4 +151,5 @@ def test_every_call_returns_the_reference_or_raises_a_clear_error(world):
             assert "no plan" in outcome, (case, outcome)
         elif not runnable:
             assert outcome.startswith("raised"), (case, outcome)
-    print(f"world {world}: " + "; ".join(f"{c.collective} {c.dtype} x{c.count}: {o}" for c, o in zip(cases, results[0])))
+    lines = (f"{c.collective} {c.dtype} x{c.count}: {o}" for c, o in zip(cases, results[0], strict=True))
+    print(f"world {world}: " + "; ".join(lines))
