@@ -47,7 +47,8 @@ class Communicator:
         """``bootstrap``: a ``loom._native.Bootstrap`` (default: ``Bootstrap.from_environment()``, which
         reads loom.launch, torchrun, Open MPI or Slurm variables). ``device``: this rank's CUDA device
         index; by default the current device, as with NCCL, so call ``torch.cuda.set_device(local_rank)``
-        first. Two ranks on one GPU are refused. ``host_only``: run on host threads and host memory (the
+        first. Two ranks on one GPU are refused, unless ``LOOM_SHARE_GPU=1`` and they are threads of one process
+        (a testing mode: docs/testing.md). ``host_only``: run on host threads and host memory (the
         CPU backend) instead of a GPU. ``tags``: asked of every selection."""
         native = native_module()
         if bootstrap is None:
@@ -55,10 +56,8 @@ class Communicator:
         self.bootstrap = bootstrap
         self.host_only = host_only
         self.native = native.Communicator(bootstrap, host_only=host_only, device=device)
-        if not host_only:
-            _check_one_gpu_per_rank(bootstrap, self.native)
         ensure_default_plans_installed()  # a fresh wheel install has them only in the package
-        self.executor = Executor(self.native)  # registers the bundled plans (once per process)
+        self.executor = Executor(self.native)  # registers the bundled plans; refuses ranks sharing a GPU
         self.rank = self.native.rank
         self.world_size = self.native.world_size
         self.ranks_per_node = self.native.local_world_size
@@ -197,20 +196,6 @@ class Communicator:
             op=op,
         )
         fallback(request, target.owner, source.owner)
-
-
-def _check_one_gpu_per_rank(bootstrap: object, native: object) -> None:
-    """Two ranks on one GPU would each take the GPU for their own; NCCL refuses that too."""
-    mine = f"{native.node(native.rank)} {native.cuda_device_bus_id}"
-    users: dict[str, int] = {}
-    for rank, identity in enumerate(bootstrap.all_gather(mine.encode())):
-        other = users.setdefault(bytes(identity).decode(), rank)
-        if other != rank:
-            raise InvalidArgumentError(
-                f"device: ranks {other} and {rank} both use GPU {bytes(identity).decode().split()[1]} of one host;"
-                " give each rank its own GPU (torch.cuda.set_device(local_rank) before loom.Communicator(),"
-                " or device=local_rank)"
-            )
 
 
 def _empty_like(tensor: object) -> object:

@@ -36,6 +36,9 @@ class Backend {
   // Copies `bytes` from `src` to `dst` (this rank's buffers): the GPU enqueues it on `stream` (also
   // under graph capture), the CPU backend copies at once.
   virtual void copy(void* dst, const void* src, uint64_t bytes, void* stream) = 0;
+  // How many interpreter blocks of `threads` threads the device holds at once (for ranks sharing a
+  // GPU, whose blocks wait for one another); no bound on the CPU backend.
+  virtual uint32_t maxResidentBlocks(uint32_t threads, DataType type, ReduceOp op) = 0;
 };
 
 // The GPU backend (CUDA builds, on the communicator's device); the CPU backend (host threads).

@@ -2,6 +2,7 @@
 // Ranks are host threads of one process (their memory channels map each other's buffers directly);
 // semaphores, packets and flags behave as on the GPU.
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -59,6 +60,9 @@ class CpuBackend final : public Backend {
     refuseStream(stream);
     std::memmove(dst, src, bytes);
   }
+
+  // Every block is a thread of its own: all of them run at once.
+  uint32_t maxResidentBlocks(uint32_t, DataType, ReduceOp) override { return UINT32_MAX; }
 
  private:
   static void refuseStream(void* stream) {

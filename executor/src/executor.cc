@@ -14,6 +14,7 @@
 #include "backend.hpp"
 #include "buffer_layout.hpp"
 #include "call_context.hpp"
+#include "gpu_sharing.hpp"
 #include "loom/error.hpp"
 #include "loom/plan_registry.hpp"
 #include "loom/proxy_service.hpp"
@@ -100,6 +101,7 @@ struct Executor::Impl {
   std::shared_ptr<Communicator> communicator;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<ProxyService> proxy;
+  std::vector<int> gpuSharers;  // ranks on this rank's GPU, this one included (several: gpu_sharing.hpp)
   std::mutex mutex;  // one call at a time: setup steps must happen in the same order on every rank
   std::list<uint64_t> planOrder;
   std::unordered_map<uint64_t, std::pair<CachedPlan, std::list<uint64_t>::iterator>> plans;
@@ -258,6 +260,7 @@ Executor::Executor(std::shared_ptr<Communicator> communicator) : impl_(std::make
   if (!communicator) throw invalid("communicator: null");
   impl_->communicator = std::move(communicator);
   Communicator& comm = *impl_->communicator;
+  impl_->gpuSharers = checkGpuSharing(comm);
   impl_->backend = comm.cudaDevice() == Communicator::kHostOnly ? makeCpuBackend(comm) : makeGpuBackend(comm);
   // The bundled plans become selectable with the first executor of the process (per cache root).
   PlanRegistry::global().ensureDefaultPlansLoaded();
@@ -318,6 +321,13 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
   }
   if (messageBytes == 0) return;
   checkBuffers(plan, rank, layout, input, output);
+  if (impl_->gpuSharers.size() > 1) {
+    if (stream == nullptr) {
+      throw invalid("stream: ranks sharing one GPU each need a stream of their own; on the legacy default stream "
+                    "their kernels run one after another and wait for each other forever");
+    }
+    checkResidency(plan, impl_->gpuSharers, impl_->backend->maxResidentBlocks(plan.threadsPerBlock, type, op), comm);
+  }
   CachedPlan& cached = impl_->planFor(plan, stream);
   if (cached.reduceOp && *cached.reduceOp != op) {
     throw invalid("op: plan '" + plan.name + "' reduces with '" + std::string(reduceOpName(*cached.reduceOp)) +

@@ -3,7 +3,9 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "backend.hpp"
 #include "cuda_check.hpp"
@@ -69,10 +71,25 @@ class GpuBackend final : public Backend {
               "cudaMemcpyAsync (a call of one rank)");
   }
 
+  uint32_t maxResidentBlocks(uint32_t threads, DataType type, ReduceOp op) override {
+    const auto key = std::make_tuple(threads, type, op);
+    if (auto found = residentBlocks_.find(key); found != residentBlocks_.end()) return found->second;
+    int perMultiprocessor = 0;
+    dispatchReduce(type, op, [&]<typename Reduce>() {
+      checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perMultiprocessor, interpret<Reduce>, int(threads), 0),
+                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    });
+    int multiprocessors = 0;
+    checkCuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device_),
+              "cudaDeviceGetAttribute(multiprocessors)");
+    return residentBlocks_[key] = uint32_t(perMultiprocessor) * uint32_t(multiprocessors);
+  }
+
  private:
   Communicator& communicator_;
   int device_;
   cudaStream_t setupStream_ = nullptr;
+  std::map<std::tuple<uint32_t, DataType, ReduceOp>, uint32_t> residentBlocks_;
 };
 
 }  // namespace

@@ -32,11 +32,14 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConf
   }
   impl.cudaDevice = cudaDevice == kCurrentDevice ? gpu::currentDevice() : cudaDevice;
 
-  // Every rank's host; rank 0's random job key names the job's Unix sockets.
+  impl.cudaBusId = impl.cudaDevice >= 0 ? gpu::pciBusId(impl.cudaDevice) : std::string();
+
+  // Every rank's host, process and GPU; rank 0's random job key names the job's Unix sockets.
   std::random_device random;
   const uint64_t key = (uint64_t(random()) << 32) ^ random() ^ processHash();
   ByteWriter mine;
-  mine.put(hostHash()).put(key);
+  mine.put(hostHash()).put(key).put(processHash()).put(uint32_t(impl.cudaBusId.size()));
+  mine.putBytes(std::span(reinterpret_cast<const uint8_t*>(impl.cudaBusId.data()), impl.cudaBusId.size()));
   std::vector<Bootstrap::Bytes> all = impl.bootstrap->allGather(mine.take());
   std::map<uint64_t, int> nodeOfHost;
   const int rank = impl.bootstrap->rank();
@@ -45,6 +48,10 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConf
     ByteReader in(all[r], "host identity of rank " + std::to_string(r));
     const uint64_t host = in.get<uint64_t>();
     const uint64_t rankKey = in.get<uint64_t>();
+    impl.processes.push_back(in.get<uint64_t>());
+    std::string busId(in.get<uint32_t>(), '\0');
+    in.getBytes(std::span(reinterpret_cast<uint8_t*>(busId.data()), busId.size()));
+    impl.busIds.push_back(std::move(busId));
     if (r == 0) impl.jobKey = rankKey;
     auto [it, fresh] = nodeOfHost.emplace(host, int(nodeOfHost.size()));
     impl.nodes.push_back(it->second);
@@ -69,8 +76,20 @@ int Communicator::nodeCount() const { return impl_->nodeCount; }
 int Communicator::localRank() const { return impl_->localRank; }
 int Communicator::localWorldSize() const { return impl_->localWorldSize; }
 int Communicator::cudaDevice() const { return impl_->cudaDevice; }
-std::string Communicator::cudaDeviceBusId() const {
-  return impl_->cudaDevice >= 0 ? gpu::pciBusId(impl_->cudaDevice) : std::string();
+std::string Communicator::cudaDeviceBusId() const { return impl_->cudaBusId; }
+
+std::vector<int> Communicator::ranksSharingGpu() const {
+  std::vector<int> ranks;
+  if (impl_->cudaBusId.empty()) return ranks;
+  for (int r = 0; r < worldSize(); ++r) {
+    if (impl_->nodes[r] == impl_->nodes[rank()] && impl_->busIds[r] == impl_->cudaBusId) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+bool Communicator::sameProcess(int peer) const {
+  node(peer);  // checks the range
+  return impl_->processes[peer] == impl_->processes[rank()];
 }
 
 int Communicator::node(int rank) const {

@@ -23,6 +23,9 @@ struct Communicator::Impl {
   int localRank = 0;
   int localWorldSize = 0;
   int cudaDevice = -1;
+  std::string cudaBusId;               // of cudaDevice; empty for host memory only
+  std::vector<uint64_t> processes;     // process hash of each rank
+  std::vector<std::string> busIds;     // GPU bus id of each rank, empty where host-only
   uint64_t jobKey = 0;
   std::unique_ptr<FdMailbox> fdMailbox;            // opened at the first cuMem descriptor sent or received
   std::shared_ptr<IbContext> ibContext;            // opened at the first InfiniBand registration or connection

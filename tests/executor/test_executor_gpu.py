@@ -36,8 +36,12 @@ def _need_gpus_and_torch(world: int) -> None:
 
 
 def _library_plans(world: int, folder: Path, **options) -> Path:
-    """Every library plan for `world` ranks, in and out of place, written into `folder`."""
     _need_gpus_and_torch(world)
+    return write_library_plans(world, folder, **options)
+
+
+def write_library_plans(world: int, folder: Path, **options) -> Path:
+    """Every library plan for `world` ranks, in and out of place, written into `folder`."""
     for name, algorithm in sorted(ALGORITHMS.items()):
         if world not in algorithm.world_sizes:
             continue

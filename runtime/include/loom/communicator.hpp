@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "loom/bootstrap.hpp"
 #include "loom/connection.hpp"
@@ -48,6 +49,11 @@ class Communicator {
   // The PCI bus id of cudaDevice() ("0000:18:00.0"), which names the GPU whatever CUDA_VISIBLE_DEVICES
   // each process sees; empty for a host-only communicator.
   std::string cudaDeviceBusId() const;
+  // The ranks of this host whose communicators use this rank's GPU, this one included, in rank order
+  // (one entry normally; more only for ranks sharing one GPU, a testing mode); empty for host-only.
+  std::vector<int> ranksSharingGpu() const;
+  // Whether `peer` runs in this process (ranks as threads).
+  bool sameProcess(int peer) const;
 
   // Registers [data, data + bytes) for the given transports. Host or device memory is told apart
   // by asking CUDA. CUDA IPC needs device memory from cudaMalloc or from cuMem with a POSIX

@@ -1,19 +1,24 @@
 """loom.Communicator on GPUs with torch tensors: every collective selects a registered plan and matches
 a float64 reference, eagerly and inside torch.cuda.graph capture (replayed on new data). One process
-per GPU:
+per GPU, or N ranks as threads sharing GPU 0:
 
     python -m loom.launch -n 2 tests/executor/gpu/collective_api_check.py
+    python tests/executor/gpu/collective_api_check.py --share-gpu 4
 """
 
 from __future__ import annotations
 
-import os
+import argparse
 import sys
+from pathlib import Path
 
 import loom
 import torch
 from loom import _native
 from loom.plan_compiler import compile_algorithm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ranks  # noqa: E402
 
 # (algorithm, in place, options): the plans the calls below need, registered as user plans.
 PLANS = [
@@ -26,23 +31,23 @@ PLANS = [
 ]
 
 
-def main() -> int:
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # as with NCCL: the communicator takes this device
-    bootstrap = _native.Bootstrap.from_environment()
-    try:
-        loom.Communicator(bootstrap, device=0)
-        print(f"[rank {bootstrap.rank}] FAIL: two ranks on GPU 0 were not refused", flush=True)
-    except loom.InvalidArgumentError as error:
-        assert "both use GPU" in str(error), error
+def check_rank(bootstrap, sharing: bool) -> int:
+    if not sharing:  # the device is the current one (ranks.run set it from LOCAL_RANK), as with NCCL
+        try:
+            loom.Communicator(bootstrap, device=0)
+            print(f"[rank {bootstrap.rank}] FAIL: two ranks on GPU 0 were not refused", flush=True)
+        except loom.InvalidArgumentError as error:
+            assert "both use GPU" in str(error), error
     comm = loom.Communicator(bootstrap)
     world, rank = comm.world_size, comm.rank
-    assert comm.native.cuda_device == torch.cuda.current_device() == rank, (comm.native.cuda_device, rank)
+    device = 0 if sharing else rank
+    assert comm.native.cuda_device == torch.cuda.current_device() == device, (comm.native.cuda_device, rank)
     for algorithm, inplace, options in PLANS:
         name = f"check_{algorithm}{'_inplace' if inplace else ''}"
         text = compile_algorithm(
             algorithm, world, inplace=inplace, plan_name=name, min_message_size=0, max_message_size=1 << 26, **options
         )
-        loom.register_plan(_native.Plan.parse(text))
+        loom.register_plan(_native.Plan.parse(text), replace=True)  # ranks sharing a GPU share the registry
     count = 65536 * world + 8 * world  # pieces that end mid-vector
     failures = 0
 
@@ -103,7 +108,7 @@ def main() -> int:
         comm.all_gather(gathered, source)
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, capture_error_mode=ranks.CAPTURE_ERROR_MODE):
         reduced.copy_(source)
         comm.all_reduce(reduced)
         comm.all_gather(gathered, source)
@@ -111,12 +116,15 @@ def main() -> int:
         data = inputs(10 + replay)
         source.copy_(data[rank].cuda())
         graph.replay()
-        torch.cuda.synchronize()
+        ranks.synchronize()
         check(f"graph all_reduce replay {replay}", reduced, sum(x.double() for x in data))
         check(f"graph all_gather replay {replay}", gathered, torch.cat(data).double())
     print(f"[rank {rank}] collective API: {failures} failures; registry {loom.registry.stats()}", flush=True)
-    return 1 if failures else 0
+    return failures
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    parser = argparse.ArgumentParser()
+    ranks.add_arguments(parser)
+    arguments_given = parser.parse_args()
+    sys.exit(ranks.run(arguments_given, lambda bootstrap: check_rank(bootstrap, bool(arguments_given.share_gpu))))

@@ -5,12 +5,12 @@ scratch half or a neighbour's data shows up; each call's output is summed on the
 its float64 reference, and the two sums must be equal at the end (int32 data: every value is exact).
 
     python -m loom.launch -n 2 tests/executor/gpu/drift_check.py --plans DIR --sizes 4100,1048592
+    python tests/executor/gpu/drift_check.py --share-gpu 4 --plans DIR     # 4 ranks sharing GPU 0
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import zlib
 from pathlib import Path
@@ -20,6 +20,7 @@ import torch
 from loom import _native
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ranks  # noqa: E402
 from plan_check import buffers  # noqa: E402
 from reference import as_float64, expected_output, make_input  # noqa: E402
 
@@ -33,6 +34,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=1000, help="eager calls, and graph-replayed calls")
     parser.add_argument("--calls-per-graph", type=int, default=10)
     parser.add_argument("--filter", default="", help="only plan files whose name contains this")
+    ranks.add_arguments(parser)
     return parser.parse_args()
 
 
@@ -65,7 +67,7 @@ class Run:
         self.wanted += reference
 
     def mismatch(self) -> str:
-        torch.cuda.synchronize()
+        ranks.synchronize()
         bad = torch.nonzero(self.got != self.wanted).flatten()
         if bad.numel() == 0:
             return ""
@@ -74,11 +76,8 @@ class Run:
         return f"{bad.numel()} of {self.got.numel()} sums differ, first {first}"
 
 
-def main() -> int:
-    args = arguments()
-    bootstrap = _native.Bootstrap.from_environment()
+def check_rank(bootstrap, args: argparse.Namespace) -> int:
     rank, world = bootstrap.rank, bootstrap.world_size
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     executor = loom.Executor(_native.Communicator(bootstrap))
     failures = 0
     for path in sorted(p for p in Path(args.plans).glob("*.json") if args.filter in p.name):
@@ -99,7 +98,7 @@ def main() -> int:
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, stream=stream):
+            with torch.cuda.graph(graph, stream=stream, capture_error_mode=ranks.CAPTURE_ERROR_MODE):
                 for _ in range(args.calls_per_graph):
                     replayed.call()
             for _ in range(args.calls // args.calls_per_graph):
@@ -112,8 +111,9 @@ def main() -> int:
             if rank == 0:
                 print(f"{path.name} {size} B: {args.calls} eager and {args.calls} replayed calls checked", flush=True)
     bootstrap.barrier()
-    return 1 if failures else 0
+    return failures
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    arguments_given = arguments()
+    sys.exit(ranks.run(arguments_given, lambda bootstrap: check_rank(bootstrap, arguments_given)))

@@ -1,14 +1,16 @@
-"""One rank of the executor's GPU check (started by ``python -m loom.launch -n N``): every plan file given
-runs on fresh random data for every data type and message size asked for, and its output must match a
-float64 reference. Prints one line per plan and dtype; exits 1 on any mismatch.
+"""The executor's GPU check, one rank per process (started by ``python -m loom.launch -n N``) or N ranks
+sharing GPU 0 (``--share-gpu N``): every plan file given runs on fresh random data for every data type and
+message size asked for, and its output must match a float64 reference. Prints one line per plan and
+dtype; exits 1 on any mismatch. Sharing a GPU, a plan whose blocks cannot all be resident at once is
+refused by the executor, and reported here as skipped.
 
     python -m loom.launch -n 2 tests/executor/gpu/plan_check.py --plans DIR --sizes 1024,1000000 --calls 3
+    python tests/executor/gpu/plan_check.py --share-gpu 4 --plans DIR
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import zlib
 from pathlib import Path
@@ -18,6 +20,7 @@ import torch
 from loom import _native
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ranks  # noqa: E402
 from reference import DTYPES, check_output, expected_output, make_input, mismatch_summary  # noqa: E402
 
 
@@ -28,6 +31,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--calls", type=int, default=3, help="calls per case, each on fresh data")
     parser.add_argument("--filter", default="", help="only plan files whose name contains this")
+    ranks.add_arguments(parser)
     return parser.parse_args()
 
 
@@ -55,11 +59,21 @@ def buffers(plan, rank: int, world: int, data: torch.Tensor, stores: dict):
     return source, source
 
 
-def main() -> int:
-    args = arguments()
-    bootstrap = _native.Bootstrap.from_environment()
+class DoesNotFit(Exception):
+    """The executor refused the plan: the blocks of the ranks sharing the GPU cannot all be resident."""
+
+
+def execute(executor, plan, source, target) -> None:
+    try:
+        executor.execute(plan, source, target)
+    except loom.InvalidArgumentError as error:
+        if "the GPU holds at most" in str(error):
+            raise DoesNotFit(str(error)) from error
+        raise
+
+
+def check_rank(bootstrap, args: argparse.Namespace) -> int:
     rank, world = bootstrap.rank, bootstrap.world_size
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     communicator = _native.Communicator(bootstrap)
     executor = loom.Executor(communicator)
     failures = 0
@@ -68,49 +82,62 @@ def main() -> int:
         plan = _native.Plan.load(str(path))
         if plan.world_size != world:
             continue
-        for dtype_name in args.dtypes.split(","):
-            worst, cases = 0.0, 0
-            largest = max(int(x) for x in args.sizes.split(",")) // DTYPES[dtype_name].itemsize + 1
-            stores = {
-                "input": torch.empty(largest, dtype=DTYPES[dtype_name], device="cuda"),
-                "output": torch.empty(largest * world, dtype=DTYPES[dtype_name], device="cuda"),
-            }
-            for size in (int(s) for s in args.sizes.split(",")):
-                unit = DTYPES[dtype_name].itemsize * (world if plan.collective in ("reducescatter", "alltoall") else 1)
-                size = size // unit * unit
-                if not plan.min_message_bytes <= size <= plan.max_message_bytes or size == 0:
-                    continue
-                for call in range(args.calls):
-                    seed = zlib.crc32(f"{path.name} {dtype_name} {size} {call}".encode())
-                    inputs = [make_input(seed, r, size, dtype_name, "cuda") for r in range(world)]
-                    source, target = buffers(plan, rank, world, inputs[rank], stores)
-                    try:
-                        executor.execute(plan, source, target)
-                        torch.cuda.synchronize()
-                    except Exception:
-                        print(
-                            f"rank {rank} ERROR in {path.name} {dtype_name} {size} B call {call}; stats"
-                            f" {executor.stats()}; device report: {communicator.device_timeout_report()}",
-                            flush=True,
-                        )
-                        raise
-                    expected = expected_output(plan, rank, inputs)
-                    ok, error = check_output(target, expected, dtype_name, world)
-                    worst, cases = max(worst, error), cases + 1
-                    if not ok:
-                        failures += 1
-                        print(
-                            f"rank {rank} FAIL {path.name} {dtype_name} {size} B call {call}: error {error:.3g};"
-                            f" {mismatch_summary(target, expected)}",
-                            flush=True,
-                        )
-            if rank == 0 and cases:
-                print(f"{path.name} {dtype_name}: {cases} calls, worst relative error {worst:.2g}", flush=True)
+        try:
+            failures += check_plan(plan, path, executor, communicator, rank, world, args)
+        except DoesNotFit as refusal:
+            if rank == 0:
+                print(f"{path.name}: SKIPPED, its blocks do not fit: {refusal}", flush=True)
     bootstrap.barrier()
     if rank == 0:
         print("stats", executor.stats())
-    return 1 if failures else 0
+    return failures
+
+
+def check_plan(plan, path: Path, executor, communicator, rank: int, world: int, args: argparse.Namespace) -> int:
+    failures = 0
+    for dtype_name in args.dtypes.split(","):
+        worst, cases = 0.0, 0
+        largest = max(int(x) for x in args.sizes.split(",")) // DTYPES[dtype_name].itemsize + 1
+        stores = {
+            "input": torch.empty(largest, dtype=DTYPES[dtype_name], device="cuda"),
+            "output": torch.empty(largest * world, dtype=DTYPES[dtype_name], device="cuda"),
+        }
+        for size in (int(s) for s in args.sizes.split(",")):
+            unit = DTYPES[dtype_name].itemsize * (world if plan.collective in ("reducescatter", "alltoall") else 1)
+            size = size // unit * unit
+            if not plan.min_message_bytes <= size <= plan.max_message_bytes or size == 0:
+                continue
+            for call in range(args.calls):
+                seed = zlib.crc32(f"{path.name} {dtype_name} {size} {call}".encode())
+                inputs = [make_input(seed, r, size, dtype_name, "cuda") for r in range(world)]
+                source, target = buffers(plan, rank, world, inputs[rank], stores)
+                try:
+                    execute(executor, plan, source, target)
+                    ranks.synchronize()
+                except DoesNotFit:
+                    raise
+                except Exception:
+                    print(
+                        f"rank {rank} ERROR in {path.name} {dtype_name} {size} B call {call}; stats"
+                        f" {executor.stats()}; device report: {communicator.device_timeout_report()}",
+                        flush=True,
+                    )
+                    raise
+                expected = expected_output(plan, rank, inputs)
+                ok, error = check_output(target, expected, dtype_name, world)
+                worst, cases = max(worst, error), cases + 1
+                if not ok:
+                    failures += 1
+                    print(
+                        f"rank {rank} FAIL {path.name} {dtype_name} {size} B call {call}: error {error:.3g};"
+                        f" {mismatch_summary(target, expected)}",
+                        flush=True,
+                    )
+        if rank == 0 and cases:
+            print(f"{path.name} {dtype_name}: {cases} calls, worst relative error {worst:.2g}", flush=True)
+    return failures
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    arguments_given = arguments()
+    sys.exit(ranks.run(arguments_given, lambda bootstrap: check_rank(bootstrap, arguments_given)))

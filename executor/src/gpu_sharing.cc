@@ -1,0 +1,59 @@
+#include "gpu_sharing.hpp"
+
+#include <string>
+
+#include "environment.hpp"
+#include "loom/error.hpp"
+
+namespace loom {
+namespace {
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string out;
+  for (int rank : ranks) out += (out.empty() ? "" : ", ") + std::to_string(rank);
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> checkGpuSharing(const Communicator& communicator) {
+  std::vector<int> sharers = communicator.ranksSharingGpu();
+  if (sharers.size() <= 1) return sharers;
+  const std::string who = "device: ranks " + rankList(sharers) + " use GPU " + communicator.cudaDeviceBusId() +
+                          " of one host";
+  const std::optional<std::string> enabled = processEnvironment("LOOM_SHARE_GPU");
+  if (!enabled || !parseBoolean(*enabled, "LOOM_SHARE_GPU")) {
+    throw Error(ErrorCategory::kInvalidArgument,
+                who + " (ranks " + std::to_string(sharers[0]) + " and " + std::to_string(sharers[1]) +
+                    " both use GPU " + communicator.cudaDeviceBusId() +
+                    "); give each rank its own GPU (torch.cuda.set_device(local_rank) before creating the "
+                    "communicator, or device=local_rank). For testing only, ranks that are threads of one "
+                    "process may share a GPU with LOOM_SHARE_GPU=1");
+  }
+  for (int rank : sharers) {
+    if (!communicator.sameProcess(rank)) {
+      throw Error(ErrorCategory::kInvalidArgument,
+                  who + ", but rank " + std::to_string(rank) + " runs in another process than rank " +
+                      std::to_string(communicator.rank()) +
+                      ": ranks sharing a GPU (LOOM_SHARE_GPU=1) must be threads of one process, whose kernels "
+                      "run at once (those of several processes take turns and would wait for each other)");
+    }
+  }
+  return sharers;
+}
+
+void checkResidency(const Plan& plan, const std::vector<int>& sharers, uint32_t residentLimit,
+                    const Communicator& communicator) {
+  uint64_t blocks = 0;
+  for (int rank : sharers) blocks += plan.gpu(uint32_t(rank)).threadblocks.size();
+  if (blocks <= residentLimit) return;
+  throw Error(ErrorCategory::kInvalidArgument,
+              "plan '" + plan.name + "': the " + std::to_string(sharers.size()) + " ranks sharing GPU " +
+                  communicator.cudaDeviceBusId() + " (ranks " + rankList(sharers) + ") would run " +
+                  std::to_string(blocks) + " thread blocks of " + std::to_string(plan.threadsPerBlock) +
+                  " threads at once, but the GPU holds at most " + std::to_string(residentLimit) +
+                  " such blocks; they wait for one another, so the call would hang. Use a plan with fewer "
+                  "thread blocks or threads per block, or fewer ranks on the GPU");
+}
+
+}  // namespace loom

@@ -1,0 +1,164 @@
+"""Ranks sharing one GPU (LOOM_SHARE_GPU=1, issue 16): 4 and 8 ranks as threads of one process on GPU 0,
+so every 4- and 8-rank plan runs on a machine with one GPU. Skipped, with the reason, without a GPU or
+torch. What their timings mean: docs/testing.md (kernel costs on one GPU, not NVLink).
+
+- every library plan for 4 and 8 ranks and every bundled 4-, 8-, 2x4- and 2x8-rank plan whose blocks
+  fit, every data type, odd sizes, in and out of place, against float64 on fresh data (gpu/plan_check.py);
+- the drift check at 4 ranks; loom.Communicator with torch tensors eagerly and in CUDA graphs at 4 and 8;
+- compute-sanitizer memcheck and racecheck on a 4-rank case;
+- the refusals: sharing without LOOM_SHARE_GPU=1, a malformed LOOM_SHARE_GPU, blocks that do not fit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU_CHECKS = ROOT / "tests" / "executor" / "gpu"
+sys.path.insert(0, str(ROOT / "tests" / "runtime"))
+from test_executor_gpu import SIZES, write_library_plans  # noqa: E402
+from test_runtime_gpu import GPUS  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+ENVIRONMENT = {"NCCL_NVLS_ENABLE": "0", "LOOM_DEVICE_TIMEOUT_MS": "30000", "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(autouse=True)
+def _need_a_gpu_and_torch():
+    if GPUS < 1:
+        pytest.skip("needs a GPU, this host has none")
+    pytest.importorskip("torch", reason="the GPU checks use torch tensors")
+
+
+def _run(program: list[str], timeout: int = 560, **extra_env: str) -> str:
+    environment = {**os.environ, **ENVIRONMENT, **extra_env}
+    done = subprocess.run(
+        [sys.executable, *program], capture_output=True, text=True, timeout=timeout, env=environment, check=False
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "FAIL" not in output, output[-6000:]
+    return output
+
+
+def _bundled_plans(world: int, folder: Path) -> Path:
+    """The bundled plans of `world` ranks (one node, or two nodes of world/2 each), their size ranges opened
+    down to 0: the program is the same at every size, and the check's sizes stay small."""
+    for path in sorted((ROOT / "plans" / "default").glob("*.json")):
+        plan = json.loads(path.read_text())
+        if plan["world_size"] == world:
+            plan["min_message_bytes"] = 0
+            (folder / path.name).write_text(json.dumps(plan))
+    return folder
+
+
+def _check_plans(world: int, plans: Path, sizes: str) -> None:
+    check = [str(GPU_CHECKS / "plan_check.py"), "--share-gpu", str(world)]
+    output = _run([*check, "--plans", str(plans), "--sizes", sizes])
+    print(output[-3000:])
+
+
+@pytest.mark.parametrize("world", [4, 8])
+def test_every_library_plan_matches_float64_on_one_gpu(world, tmp_path):
+    plans = write_library_plans(world, tmp_path)
+    _check_plans(world, plans, SIZES)
+
+
+@pytest.mark.parametrize("world", [4, 8])
+def test_every_bundled_plan_matches_float64_on_one_gpu(world, tmp_path):
+    plans = _bundled_plans(world, tmp_path)
+    _check_plans(world, plans, "1000,4100,65552,1048592,4194316")
+
+
+def test_drift_check_at_4_ranks_on_one_gpu(tmp_path):
+    plans = write_library_plans(4, tmp_path)
+    _run([str(GPU_CHECKS / "drift_check.py"), "--share-gpu", "4", "--plans", str(plans), "--sizes", "4100,1048592"])
+
+
+@pytest.mark.parametrize("world", [4, 8])
+def test_collective_api_eagerly_and_in_cuda_graphs_on_one_gpu(world):
+    _run([str(GPU_CHECKS / "collective_api_check.py"), "--share-gpu", str(world)], LOOM_DEFAULT_PLANS="0")
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_a_4_rank_case_is_clean_under_compute_sanitizer(tool, tmp_path):
+    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    if not Path(sanitizer).exists():
+        pytest.skip("compute-sanitizer is not installed")
+    plans = write_library_plans(4, tmp_path, min_message_size=0, max_message_size=1 << 30)
+    program = [str(GPU_CHECKS / "plan_check.py"), "--share-gpu", "4", "--plans", str(plans), "--filter", "allreduce"]
+    program += ["--sizes", "4100,65552", "--dtypes", "float32", "--calls", "1"]
+    environment = {**os.environ, **ENVIRONMENT, "LOOM_DEVICE_TIMEOUT_MS": "120000"}
+    command = [sanitizer, "--tool", tool, "--error-exitcode", "9", sys.executable, *program]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=560, env=environment, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "FAIL" not in output, output[-6000:]
+
+
+REFUSALS = textwrap.dedent(
+    """
+    import sys, torch, loom
+    from loom.host_ranks import run_ranks
+    from loom.plan_compiler import compile_algorithm
+
+    def body(bootstrap):
+        torch.cuda.set_device(0)
+        return loom.Communicator(bootstrap)
+
+    world = int(sys.argv[1])
+    for rank, result in sorted(run_ranks(world, None, body).items()):
+        print(f"rank {rank}: {type(result).__name__}: {result}")
+    if sys.argv[2] == "too-many-blocks":
+        text = compile_algorithm("allreduce_allpairs_packet", world, instances=64, verify=False)
+        plan = loom.Plan.parse(text)
+
+        def call(bootstrap):
+            torch.cuda.set_device(0)
+            with torch.cuda.stream(torch.cuda.Stream()):
+                comm = loom.Communicator(bootstrap)
+                data = torch.ones(1 << 16, device="cuda")
+                comm.executor.execute(plan, data, torch.empty_like(data))
+                torch.cuda.current_stream().synchronize()
+
+        for rank, result in sorted(run_ranks(world, None, call).items()):
+            print(f"call rank {rank}: {type(result).__name__}: {result}")
+    """
+)
+
+
+def _refusal_output(world: int, mode: str, **extra_env: str) -> str:
+    environment = {**os.environ, **ENVIRONMENT, **extra_env}
+    if "LOOM_SHARE_GPU" not in extra_env:
+        environment.pop("LOOM_SHARE_GPU", None)
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSALS, str(world), mode],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    return done.stdout
+
+
+def test_sharing_a_gpu_is_refused_unless_enabled():
+    output = _refusal_output(2, "create")
+    assert output.count("InvalidArgumentError: device: ranks 0, 1 use GPU") == 2, output
+    assert "For testing only, ranks that are threads of one process may share a GPU with LOOM_SHARE_GPU=1" in output
+    output = _refusal_output(2, "create", LOOM_SHARE_GPU="maybe")
+    assert output.count("LOOM_SHARE_GPU") >= 2 and "maybe" in output, output
+
+
+def test_blocks_that_cannot_all_be_resident_are_refused_not_hung():
+    output = _refusal_output(8, "too-many-blocks", LOOM_SHARE_GPU="1")
+    assert output.count("Communicator: <") + output.count("Communicator: ") >= 8, output
+    assert output.count("the GPU holds at most") == 8, output
+    assert "ranks 0, 1, 2, 3, 4, 5, 6, 7" in output and "the call would hang" in output, output
