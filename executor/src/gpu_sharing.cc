@@ -1,5 +1,6 @@
 #include "gpu_sharing.hpp"
 
+#include <optional>
 #include <string>
 
 #include "environment.hpp"
@@ -29,6 +30,17 @@ std::vector<int> checkGpuSharing(const Communicator& communicator) {
                     "); give each rank its own GPU (torch.cuda.set_device(local_rank) before creating the "
                     "communicator, or device=local_rank). For testing only, ranks that are threads of one "
                     "process may share a GPU with LOOM_SHARE_GPU=1");
+  }
+  // Each rank's stream needs a hardware queue of its own: kernels of streams that share one start in
+  // order, so a kernel that waits for another rank's next call would hold that call back (CUDA's
+  // default is 8 queues; 32 is its most).
+  const std::optional<std::string> queues = processEnvironment("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (!queues || parseInteger(*queues, 1, 1 << 20, "CUDA_DEVICE_MAX_CONNECTIONS") < 32) {
+    throw Error(ErrorCategory::kInvalidArgument,
+                who + ": ranks sharing a GPU need CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment before CUDA "
+                      "starts (it is " + (queues ? *queues : std::string("unset")) +
+                      "), so that each rank's stream has a hardware queue of its own; kernels of streams that "
+                      "share a queue start in order and would wait for each other");
   }
   for (int rank : sharers) {
     if (!communicator.sameProcess(rank)) {

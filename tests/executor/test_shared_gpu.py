@@ -28,7 +28,12 @@ from test_executor_gpu import SIZES, write_library_plans  # noqa: E402
 from test_runtime_gpu import GPUS  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-ENVIRONMENT = {"NCCL_NVLS_ENABLE": "0", "LOOM_DEVICE_TIMEOUT_MS": "30000", "PYTHONUNBUFFERED": "1"}
+ENVIRONMENT = {
+    "NCCL_NVLS_ENABLE": "0",
+    "LOOM_DEVICE_TIMEOUT_MS": "30000",
+    "PYTHONUNBUFFERED": "1",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "32",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -44,8 +49,14 @@ def _run(program: list[str], timeout: int = 560, **extra_env: str) -> str:
         [sys.executable, *program], capture_output=True, text=True, timeout=timeout, env=environment, check=False
     )
     output = done.stdout + done.stderr
-    assert done.returncode == 0 and "FAIL" not in output, output[-6000:]
+    assert done.returncode == 0 and "FAIL" not in output, _failure_report(output)
     return output
+
+
+def _failure_report(output: str) -> str:
+    """The first failures (the cause; later ones are often other ranks giving up) and the end."""
+    first = [line for line in output.splitlines() if "FAIL" in line or "Error:" in line][:20]
+    return "\n".join(["first failures:", *first, "end of output:", output[-3000:]])
 
 
 def _bundled_plans(world: int, folder: Path) -> Path:
@@ -99,7 +110,7 @@ def test_a_4_rank_case_is_clean_under_compute_sanitizer(tool, tmp_path):
     command = [sanitizer, "--tool", tool, "--error-exitcode", "9", sys.executable, *program]
     done = subprocess.run(command, capture_output=True, text=True, timeout=560, env=environment, check=False)
     output = done.stdout + done.stderr
-    assert done.returncode == 0 and "FAIL" not in output, output[-6000:]
+    assert done.returncode == 0 and "FAIL" not in output, _failure_report(output)
 
 
 REFUSALS = textwrap.dedent(
@@ -155,6 +166,8 @@ def test_sharing_a_gpu_is_refused_unless_enabled():
     assert "For testing only, ranks that are threads of one process may share a GPU with LOOM_SHARE_GPU=1" in output
     output = _refusal_output(2, "create", LOOM_SHARE_GPU="maybe")
     assert output.count("LOOM_SHARE_GPU") >= 2 and "maybe" in output, output
+    output = _refusal_output(2, "create", LOOM_SHARE_GPU="1", CUDA_DEVICE_MAX_CONNECTIONS="8")
+    assert output.count("need CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment before CUDA starts (it is 8)") == 2
 
 
 def test_blocks_that_cannot_all_be_resident_are_refused_not_hung():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import os
 from collections import defaultdict
@@ -15,17 +16,19 @@ _LANGUAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _PACKAGE_DIR = os.path.dirname(_LANGUAGE_DIR)
 _MAX_MESSAGE_BYTES = (1 << 53) - 1  # the largest size plan JSON carries exactly
 
-_current: CollectiveProgram | None = None
+# Per thread (and asyncio task): programs recorded at once on several threads stay apart.
+_current: contextvars.ContextVar[CollectiveProgram | None] = contextvars.ContextVar("loom_program", default=None)
 
 
 def get_program() -> CollectiveProgram:
     """The program being recorded (the innermost ``with CollectiveProgram(...)``)."""
-    if _current is None:
+    program = _current.get()
+    if program is None:
         raise DSLError(
             "no CollectiveProgram is active: create ranks, buffers and channels inside `with CollectiveProgram(...)`",
             caller_location(),
         )
-    return _current
+    return program
 
 
 def caller_location() -> ir.SourceLoc | None:
@@ -164,7 +167,6 @@ class CollectiveProgram:
         self._seq = 0
         self._barrier_ids: dict[int, int] = defaultdict(int)
         self._compiled: ir.Plan | None = None
-        self._previous: CollectiveProgram | None = None
 
     @classmethod
     def from_spec(cls, spec: AlgoSpec) -> CollectiveProgram:
@@ -187,13 +189,11 @@ class CollectiveProgram:
         )
 
     def __enter__(self) -> CollectiveProgram:
-        global _current
-        self._previous, _current = _current, self
+        self._token = _current.set(self)
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> None:
-        global _current
-        _current = self._previous
+        _current.reset(self._token)
 
     # -- recording (called by Rank, Buffer, channels, Semaphore, LoopIterationContext) --
 

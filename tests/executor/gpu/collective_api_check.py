@@ -44,8 +44,15 @@ def check_rank(bootstrap, sharing: bool) -> int:
     assert comm.native.cuda_device == torch.cuda.current_device() == device, (comm.native.cuda_device, rank)
     for algorithm, inplace, options in PLANS:
         name = f"check_{algorithm}{'_inplace' if inplace else ''}"
+        ranks_in_plan = 2 if algorithm == "sendrecv" else world  # send/recv pairs run on two-rank communicators
         text = compile_algorithm(
-            algorithm, world, inplace=inplace, plan_name=name, min_message_size=0, max_message_size=1 << 26, **options
+            algorithm,
+            ranks_in_plan,
+            inplace=inplace,
+            plan_name=name,
+            min_message_size=0,
+            max_message_size=1 << 26,
+            **options,
         )
         loom.register_plan(_native.Plan.parse(text), replace=True)  # ranks sharing a GPU share the registry
     count = 65536 * world + 8 * world  # pieces that end mid-vector
@@ -81,6 +88,7 @@ def check_rank(bootstrap, sharing: bool) -> int:
     comm.broadcast(t, root=0)
     check("broadcast", t, data[0].double())
 
+    print(f"[rank {rank}] eager collectives done", flush=True)
     # send/recv around a ring: even ranks send first, odd ranks receive first. With more than 2 ranks each
     # pair runs over its own two-rank communicator; with 2, the same path is taken once explicitly.
     after, before = (rank + 1) % world, (rank - 1) % world
@@ -96,6 +104,7 @@ def check_rank(bootstrap, sharing: bool) -> int:
             ring.send(outgoing, peer=after if ring is comm else 1 - ring.rank)
         check(f"send/recv ({'job' if ring is comm else 'pair'} communicator)", inbox, data[before].double())
 
+    print(f"[rank {rank}] send/recv done", flush=True)
     # Inside a CUDA graph: capture once, replay on fresh data copied into the captured buffers.
     source = torch.empty(count, device="cuda")
     reduced = torch.empty(count, device="cuda")
@@ -108,7 +117,7 @@ def check_rank(bootstrap, sharing: bool) -> int:
         comm.all_gather(gathered, source)
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, capture_error_mode=ranks.CAPTURE_ERROR_MODE):
+    with ranks.capture(graph):
         reduced.copy_(source)
         comm.all_reduce(reduced)
         comm.all_gather(gathered, source)

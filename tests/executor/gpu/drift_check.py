@@ -95,10 +95,8 @@ def check_rank(bootstrap, args: argparse.Namespace) -> int:
                 eager.call()
             replayed = Run(plan, executor, rank, world, size, seed)
             replayed.call()  # outside capture: builds the context the graph will use
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, stream=stream, capture_error_mode=ranks.CAPTURE_ERROR_MODE):
+            with ranks.capture(graph):
                 for _ in range(args.calls_per_graph):
                     replayed.call()
             for _ in range(args.calls // args.calls_per_graph):

@@ -7,15 +7,30 @@ synchronisation would wait for kernels of other ranks that wait, in turn, for th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
 
 import torch
 from loom import _native
 from loom.host_ranks import run_ranks
 
-# Under stream capture, CUDA calls of the other ranks' threads must not be refused.
-CAPTURE_ERROR_MODE = "thread_local"
+
+@contextlib.contextmanager
+def capture(graph: torch.cuda.CUDAGraph) -> Iterator[None]:
+    """Capture ``graph`` on a side stream, as torch.cuda.graph does but without its device-wide
+    synchronisation, which CUDA refuses while another rank's thread captures (ranks sharing a GPU capture
+    at once: their calls exchange a byte over the bootstrap), and with CUDA calls of other threads allowed."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        graph.capture_begin(capture_error_mode="thread_local")
+        try:
+            yield
+        finally:
+            graph.capture_end()
+    torch.cuda.current_stream().wait_stream(stream)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,16 +51,17 @@ def run(args: argparse.Namespace, rank_main: Callable[[object], int]) -> int:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", bootstrap.rank)))
         return 1 if rank_main(bootstrap) else 0
     os.environ["LOOM_SHARE_GPU"] = "1"
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "32"  # read when CUDA starts, which is still to come here
 
     def body(bootstrap: object) -> int:
         torch.cuda.set_device(0)
-        with torch.cuda.stream(torch.cuda.Stream()):
-            return rank_main(bootstrap)
+        try:
+            with torch.cuda.stream(torch.cuda.Stream()):
+                return rank_main(bootstrap)
+        except Exception as error:  # said at once: the other ranks may wait for this one until they time out
+            print(f"rank {bootstrap.rank} FAIL: {type(error).__name__}: {error}", flush=True)
+            traceback.print_exc()
+            return 1
 
-    results = run_ranks(args.share_gpu, None, body, timeout_ms=120_000, join_timeout_s=3000)
-    failed = 0
-    for rank, result in sorted(results.items()):
-        if isinstance(result, BaseException):
-            print(f"rank {rank} FAIL: {type(result).__name__}: {result}", flush=True)
-        failed += bool(result)
-    return 1 if failed else 0
+    results = run_ranks(args.share_gpu, None, body, timeout_ms=60_000, join_timeout_s=3000)
+    return 1 if any(results.values()) else 0
