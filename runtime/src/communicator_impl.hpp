@@ -18,7 +18,8 @@ namespace loom {
 struct Communicator::Impl {
   std::shared_ptr<Bootstrap> bootstrap;
   IbConfig ibConfig;
-  std::vector<int> nodes;  // node index of each rank
+  std::vector<int> nodes;           // node index of each rank
+  std::vector<uint64_t> processes;  // process hash of each rank (ranks as threads share one)
   int nodeCount = 0;
   int localRank = 0;
   int localWorldSize = 0;
