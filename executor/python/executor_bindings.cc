@@ -55,6 +55,15 @@ void bindExecutor(py::module_& module) {
           py::arg("plan"), py::arg("input"), py::arg("output"), py::arg("message_bytes"), py::arg("dtype"),
           py::arg("op") = "sum", py::arg("stream") = 0,
           "One collective call on buffers given by address (see loom.Executor for tensors).")
+      .def(
+          "abort",
+          [](Executor& executor, int64_t waitMs) {
+            py::gil_scoped_release release;
+            return executor.abort(waitMs);
+          },
+          py::arg("wait_ms") = 5000,
+          "Like ncclCommAbort: end a call in flight on another thread and free what the plans hold, without "
+          "waiting for peers. False when the call in flight did not return within wait_ms.")
       .def_property_readonly("on_gpu", &Executor::onGpu)
       .def(
           "capturing", [](const Executor& e, uint64_t stream) { return e.capturing(reinterpret_cast<void*>(stream)); },
