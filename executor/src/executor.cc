@@ -249,6 +249,20 @@ struct Executor::Impl {
     if (staged) staging->stageOut();
   }
 
+  std::string departedPeers() {
+    std::vector<int> departed;
+    try {
+      departed = communicator->bootstrap().departedPeers();
+    } catch (const std::exception&) {
+      return "";
+    }
+    if (departed.empty()) return "";
+    std::string ranks;
+    for (int peer : departed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
+    return "; rank" + std::string(departed.size() > 1 ? "s " : " ") + ranks +
+           " closed the bootstrap connection to this rank (exited or killed?)";
+  }
+
   void checkUsable() const {
     const std::string where = "executor of rank " + std::to_string(communicator->rank());
     if (aborted) throw invalid(where + ": the communicator was aborted; create a new one");
@@ -377,6 +391,9 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
     // After a peer timed out or went away the ranks no longer agree on where they are.
     if (error.category() == ErrorCategory::kTimeout || error.category() == ErrorCategory::kTransport) {
       impl_->failure = error.what();
+      // A wait names the peer it waited on; a peer that died may be another one: name it too.
+      const std::string departed = impl_->departedPeers();
+      if (!departed.empty()) throw Error(error.category(), std::string(error.what()) + departed);
     }
     throw;
   }

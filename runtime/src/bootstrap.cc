@@ -178,6 +178,12 @@ int Bootstrap::worldSize() const { return impl_->worldSize; }
 int64_t Bootstrap::timeoutMs() const { return impl_->timeoutMs; }
 void Bootstrap::abort() { impl_->aborted->store(true); }
 
+std::vector<int> Bootstrap::departedPeers() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->messenger) return {};
+  return impl_->messenger->departedPeers();
+}
+
 std::string Bootstrap::peerAddress(int rank) const {
   impl_->checkPeer(rank, "peerAddress");
   std::lock_guard lock(impl_->mutex);

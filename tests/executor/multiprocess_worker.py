@@ -18,9 +18,8 @@ import sys
 import threading
 import time
 
-import numpy as np
-
 import loom
+import numpy as np
 from loom import _native
 from loom.plan_compiler import compile_algorithm
 
@@ -105,6 +104,7 @@ def kill(victim: int) -> None:
     except loom.LoomError as error:
         failed_at = time.time()
         report(rank=comm.rank, calls=calls, failed_at=failed_at, kind=type(error).__name__, message=str(error))
+    time.sleep(1.0)  # the other survivors fail too before this one goes (and closes its connections)
     try:
         comm.all_reduce(data)
     except loom.LoomError as error:
@@ -125,7 +125,7 @@ def resources() -> dict[str, int]:
         except OSError:
             pass
     with open("/proc/self/maps", encoding="utf-8") as maps:
-        mapped = {line.split()[-2] if "(deleted)" in line else line.split()[-1] for line in maps if "memfd:loom" in line}
+        mapped = {line.split()[0] for line in maps if "memfd:loom" in line}
     with open("/proc/self/status", encoding="utf-8") as status:
         rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
     return {
@@ -137,27 +137,42 @@ def resources() -> dict[str, int]:
     }
 
 
+def fresh_bootstrap(base: object) -> object:
+    """A new bootstrap for the job, its id sent over ``base``: what a communicator may abort."""
+    if base.rank == 0:
+        uid = _native.UniqueId.create("127.0.0.1")
+        for peer in range(1, base.world_size):
+            base.send(peer, 77, uid.to_bytes())
+    else:
+        uid = _native.UniqueId.from_bytes(base.recv(0, 77))
+    return _native.Bootstrap(base.rank, base.world_size, uid, timeout_ms=base.timeout_ms)
+
+
 def abort() -> None:
     """Rank 0: a call in flight that rank 1 never joins is aborted from another thread; then a call that
     timed out leaves a communicator that refuses calls until aborted, and abort with a dead peer is quick.
     Resources before and after are compared."""
-    bootstrap = _native.Bootstrap.from_environment()
-    rank = bootstrap.rank
+    base = _native.Bootstrap.from_environment()
+    rank = base.rank
     data = np.ones(2048, np.float32)
-    warm = loom.Communicator(bootstrap, host_only=True)  # first use: plans loaded, caches warm
-    warm.all_reduce(data)
-    warm.abort()
-    del warm
+    for _ in range(2):  # first use: plans loaded, caches warm
+        bootstrap = fresh_bootstrap(base)
+        warm = loom.Communicator(bootstrap, host_only=True)
+        warm.all_reduce(data)
+        warm.abort()
+        bootstrap.close()
+        del warm
     gc.collect()
     before = resources()
+    bootstrap = fresh_bootstrap(base)
     comm = loom.Communicator(bootstrap, host_only=True)
     comm.all_reduce(data)
     if rank == 1:
-        bootstrap.barrier()  # rank 0 has aborted its first communicator
+        base.barrier()  # rank 0 has aborted its communicator
         comm.abort()
-        comm = loom.Communicator(bootstrap, host_only=True)
+        comm = loom.Communicator(fresh_bootstrap(base), host_only=True)
         comm.all_reduce(data)
-        bootstrap.barrier()  # rank 0's second call is timing out now: go away
+        base.barrier()  # rank 0's second call is timing out now: go away
         os._exit(0)
     errors: list[str] = []
 
@@ -174,13 +189,14 @@ def abort() -> None:
     ended = comm.abort(wait_s=3.0)
     in_flight_abort_s = time.monotonic() - started
     thread.join(5)
-    del comm
+    bootstrap.close()
+    del comm, bootstrap
     gc.collect()
     after = resources()
-    bootstrap.barrier()
-    comm = loom.Communicator(bootstrap, host_only=True)
+    base.barrier()
+    comm = loom.Communicator(fresh_bootstrap(base), host_only=True)
     comm.all_reduce(data)
-    bootstrap.barrier()
+    base.barrier()
     try:
         comm.all_reduce(data)  # rank 1 is gone: times out
         timed_out = ""
