@@ -51,9 +51,11 @@ class Communicator:
         (a testing mode: docs/testing.md). ``host_only``: run on host threads and host memory (the
         CPU backend) instead of a GPU. ``tags``: asked of every selection."""
         native = native_module()
+        self._owns_bootstrap = bootstrap is None
         if bootstrap is None:
             bootstrap = native.Bootstrap.from_environment()
         self.bootstrap = bootstrap
+        self._aborted = False
         self.host_only = host_only
         self.native = native.Communicator(bootstrap, host_only=host_only, device=device)
         ensure_default_plans_installed()  # a fresh wheel install has them only in the package
@@ -68,6 +70,28 @@ class Communicator:
     @property
     def on_gpu(self) -> bool:
         return self.executor.on_gpu
+
+    def abort(self, wait_s: float = 5.0) -> bool:
+        """Like ``ncclCommAbort``: returns within about ``wait_s`` even when a peer is dead or a call is in
+        flight on another thread (which then raises), and frees what the communicator holds: plans, channels,
+        shared memory, threads, and the bootstrap's connections when it made the bootstrap itself. Returns
+        False when a call in flight did not end within ``wait_s`` (its resources go when it returns). Every
+        later call raises; a communicator whose call timed out must be aborted and created anew."""
+        if self._aborted:
+            return True
+        self._aborted = True
+        ended = self.executor.abort(wait_s)
+        for pair in self._pairs.values():
+            ended = pair.abort(wait_s) and ended
+        self._pairs.clear()
+        self.executor = self.native = None
+        if self._owns_bootstrap:
+            self.bootstrap.close()
+        return ended
+
+    def _check_not_aborted(self) -> None:
+        if self._aborted:
+            raise InvalidArgumentError(f"communicator of rank {self.rank}: it was aborted; create a new one")
 
     def all_reduce(self, tensor: object, op: str = "sum", *, output: object = None, stream: object = None) -> None:
         """Reduce ``tensor`` over all ranks, in place, or into ``output`` (NCCL's sendbuff/recvbuff)."""
@@ -109,6 +133,7 @@ class Communicator:
     def _point_to_point(self, tensor: object, peer: int, *, sending: bool, stream: object) -> None:
         if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < self.world_size:
             raise InvalidArgumentError(f"peer: expected a rank from 0 to {self.world_size - 1}, got {peer!r}")
+        self._check_not_aborted()
         if peer == self.rank:
             self._to_self(tensor, sending=sending, stream=stream)
             return
@@ -165,6 +190,7 @@ class Communicator:
         inplace: bool,
         root: int | None = None,
     ) -> None:
+        self._check_not_aborted()
         handle = self.executor.stream_for(stream, [source, target])
         if op not in OPS:
             raise InvalidArgumentError(f"op: expected one of {', '.join(OPS)}, got {op!r}")

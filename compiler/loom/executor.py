@@ -36,6 +36,12 @@ class Executor:
     def on_gpu(self) -> bool:
         return self._native.on_gpu
 
+    def abort(self, wait_s: float = 5.0) -> bool:
+        """Like ``ncclCommAbort``: end a call in flight on another thread (on the CPU backend within about
+        100 ms) and free the plans' channels, scratch and contexts without waiting for peers, which may be
+        dead. Returns False when the call in flight did not return within ``wait_s``. Later calls raise."""
+        return self._native.abort(int(wait_s * 1000))
+
     def stats(self) -> dict:
         """Plans and contexts built, launches made: a second call with the same size and buffers builds nothing."""
         return self._native.stats()

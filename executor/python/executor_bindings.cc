@@ -64,6 +64,15 @@ void bindExecutor(py::module_& module) {
           },
           py::arg("input"), py::arg("output"), py::arg("bytes"), py::arg("stream") = 0,
           "A copy between this rank's buffers (a call of a job of one rank, a send to itself) on the stream.")
+      .def(
+          "abort",
+          [](Executor& executor, int64_t waitMs) {
+            py::gil_scoped_release release;
+            return executor.abort(waitMs);
+          },
+          py::arg("wait_ms") = 5000,
+          "Like ncclCommAbort: end a call in flight on another thread and free what the plans hold, without "
+          "waiting for peers. False when the call in flight did not return within wait_ms.")
       .def_property_readonly("on_gpu", &Executor::onGpu)
       .def(
           "capturing", [](const Executor& e, uint64_t stream) { return e.capturing(reinterpret_cast<void*>(stream)); },

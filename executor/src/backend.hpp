@@ -21,6 +21,14 @@ class Backend {
   virtual bool onGpu() const = 0;
   // Zeroed memory the interpreter reads and writes: the rank's device memory, or host memory.
   virtual std::shared_ptr<void> allocate(uint64_t bytes) = 0;
+  // Zeroed memory that peers of this host read and write (scratch). The same as allocate() except
+  // on the CPU backend with ranks of this host in other processes, whose plain memory is private:
+  // there it is shared host memory, which peers map.
+  virtual std::shared_ptr<void> allocatePeerVisible(uint64_t bytes) { return allocate(bytes); }
+  // Whether the user's buffers are private to this process while peers of this host run in other
+  // processes (the multi-process CPU backend): then a plan that reaches peers' input or output runs
+  // on copies in peer-visible memory (user_buffer_staging.hpp).
+  virtual bool stagesUserBuffers() const { return false; }
   virtual void upload(void* dst, const void* src, uint64_t bytes) = 0;
   // Waits until everything this rank launched has finished (before memory it uses is freed).
   virtual void synchronize() = 0;

@@ -1,6 +1,8 @@
 // The CPU backend: a rank's program on host threads, one per plan thread block, over host memory.
-// Ranks are host threads of one process (their memory channels map each other's buffers directly);
-// semaphores, packets and flags behave as on the GPU.
+// Ranks are host threads of one process (their memory channels use each other's buffers directly) or
+// processes (of one host or several): then what peers of this host touch (scratch, semaphore
+// counters, staged user buffers) is shared host memory that they map. Semaphores, packets and flags
+// behave as on the GPU.
 
 #include <cstdint>
 #include <cstdlib>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "loom/shared_host_memory.hpp"
 #include "reduce_dispatch.hpp"
 
 namespace loom {
@@ -17,7 +20,15 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(bool peersInOtherProcesses) : shared_(peersInOtherProcesses) {}
   bool onGpu() const override { return false; }
+  bool stagesUserBuffers() const override { return shared_; }
+
+  std::shared_ptr<void> allocatePeerVisible(uint64_t bytes) override {
+    if (!shared_) return allocate(bytes);
+    auto buffer = std::make_shared<SharedHostBuffer>(bytes);
+    return std::shared_ptr<void>(buffer, buffer->data());
+  }
 
   std::shared_ptr<void> allocate(uint64_t bytes) override {
     // 64-byte aligned, like device memory is at least 16-byte aligned: vector paths apply.
@@ -31,7 +42,7 @@ class CpuBackend final : public Backend {
   void upload(void* dst, const void* src, uint64_t bytes) override { std::memcpy(dst, src, bytes); }
   void synchronize() override {}
   bool capturing(void*) const override { return false; }
-  uint64_t allocationId(const void*) const override { return 0; }
+  uint64_t allocationId(const void* pointer) const override { return sharedHostBufferId(pointer); }
 
   void launch(const device::Program& program, uint32_t, DataType type, ReduceOp op, void* stream) override {
     refuseStream(stream);
@@ -70,10 +81,13 @@ class CpuBackend final : public Backend {
       throw Error(ErrorCategory::kInvalidArgument, "stream: the CPU backend runs on host threads and takes no stream");
     }
   }
+  bool shared_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> makeCpuBackend(Communicator&) { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> makeCpuBackend(Communicator& communicator) {
+  return std::make_unique<CpuBackend>(communicator.hostPeersInOtherProcesses());
+}
 
 }  // namespace loom

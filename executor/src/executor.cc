@@ -1,6 +1,8 @@
 #include "loom/executor.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -13,12 +15,14 @@
 
 #include "backend.hpp"
 #include "buffer_layout.hpp"
+#include "call_agreement.hpp"
 #include "call_context.hpp"
 #include "gpu_sharing.hpp"
 #include "loom/error.hpp"
 #include "loom/plan_registry.hpp"
 #include "loom/proxy_service.hpp"
 #include "plan_resources.hpp"
+#include "user_buffer_staging.hpp"
 
 namespace loom {
 namespace {
@@ -39,19 +43,23 @@ void collectReduceOps(const std::vector<Op>& ops, std::set<ReduceOp>& found) {
 
 // A context's buffers: addresses and the allocations behind them (an address alone may come back
 // for a new allocation after a free, and peers would still write into their mapping of the old one).
+// The data type and operator are part of it so that a new pair is a setup step, where the ranks
+// check that they agree on the call (call_agreement.hpp).
 struct ContextKey {
   uint64_t messageBytes;
   const void* input;
   const void* output;
   uint64_t inputAllocation;
   uint64_t outputAllocation;
+  DataType type;
+  ReduceOp op;
   bool operator==(const ContextKey&) const = default;
 };
 struct ContextKeyHash {
   size_t operator()(const ContextKey& k) const {
     return std::hash<uint64_t>{}(k.messageBytes) ^ std::hash<const void*>{}(k.input) * 31 ^
            std::hash<const void*>{}(k.output) * 131 ^ std::hash<uint64_t>{}(k.inputAllocation) * 7 ^
-           std::hash<uint64_t>{}(k.outputAllocation) * 17;
+           std::hash<uint64_t>{}(k.outputAllocation) * 17 ^ (size_t(k.type) << 8 | size_t(k.op)) * 1009;
   }
 };
 
@@ -102,7 +110,10 @@ struct Executor::Impl {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<ProxyService> proxy;
   std::vector<int> gpuSharers;  // ranks on this rank's GPU, this one included (several: gpu_sharing.hpp)
-  std::mutex mutex;  // one call at a time: setup steps must happen in the same order on every rank
+  std::timed_mutex mutex;  // one call at a time: setup steps must happen in the same order on every rank
+  std::unique_ptr<UserBufferStaging> staging;  // the multi-process CPU backend's copies of user buffers
+  std::string failure;  // why an earlier call failed (a peer that timed out or went away), or empty
+  std::atomic<bool> aborted{false};
   std::list<uint64_t> planOrder;
   std::unordered_map<uint64_t, std::pair<CachedPlan, std::list<uint64_t>::iterator>> plans;
   uint64_t serial = 0;
@@ -150,29 +161,25 @@ struct Executor::Impl {
     return it->second.first;
   }
 
-  // Whether every rank found its buffers set up already. Which addresses a rank's allocator hands out
-  // differs between processes, so one rank may reuse a context while another needs a new one; a
-  // rank that launched with its old context would write into a peer's stale buffers. One byte per
-  // rank settles it: a CUDA graph pays it at capture only, and plans that reach only peers'
-  // scratch never ask.
-  bool agreeOnHit(bool hit) {
-    const uint8_t mine = hit ? 1 : 0;
-    for (const Bootstrap::Bytes& theirs : communicator->bootstrap().allGather(std::span<const uint8_t>(&mine, 1))) {
-      if (theirs.size() != 1 || theirs[0] != 1) return false;
-    }
-    return true;
-  }
-
-  CallContext& contextFor(CachedPlan& cached, uint64_t messageBytes, const void* input, void* output, void* stream) {
+  // Whether every rank found its buffers set up already (plans bound to user buffers, every call).
+  // Which addresses a rank's allocator hands out differs between processes, so one rank may reuse a
+  // context while another needs a new one; a rank that launched with its old context would write
+  // into a peer's stale buffers. A few bytes per rank settle it, and check that the ranks make the
+  // same call: a CUDA graph pays it at capture only, and plans that reach only peers' scratch never
+  // ask (they check the call when they set up a context).
+  CallContext& contextFor(CachedPlan& cached, const Plan& plan, const CallShape& shape, const void* input,
+                          void* output, void* stream) {
     // A plan that only ever reaches peers' scratch needs no peer to know this rank's buffers: its
     // context depends on the size alone, and the buffers of each call go into the launch.
+    const uint64_t messageBytes = shape.messageBytes;
     const ContextKey key = cached.bindsUserBuffers
                                ? ContextKey{messageBytes, input, output, backend->allocationId(input),
-                                            backend->allocationId(output)}
-                               : ContextKey{messageBytes, nullptr, nullptr, 0, 0};
+                                            backend->allocationId(output), shape.type, shape.op}
+                               : ContextKey{messageBytes, nullptr, nullptr, 0, 0, shape.type, shape.op};
     auto found = cached.contexts.find(key);
     bool hit = found != cached.contexts.end();
-    if (cached.bindsUserBuffers && !agreeOnHit(hit)) {
+    if (!cached.bindsUserBuffers && !hit) agreeOnCall(*communicator, plan, shape, std::nullopt);
+    if (cached.bindsUserBuffers && !agreeOnCall(*communicator, plan, shape, hit)) {
       // Another rank has new buffers: everyone sets up again, this rank's cached context included.
       if (hit) {
         cached.order.erase(found->second.second);
@@ -210,6 +217,74 @@ struct Executor::Impl {
     cached.order.push_front(key);
     auto [it, inserted] = cached.contexts.emplace(key, std::make_pair(std::move(context), cached.order.begin()));
     return *it->second.first;
+  }
+
+  // One call once its arguments are checked: the plan's resources, the staged buffers (multi-process
+  // CPU backend), the context, the launch.
+  void run(const Plan& plan, const CallShape& shape, const BufferLayout& layout, const void* input, void* output,
+           void* stream) {
+    CachedPlan& cached = planFor(plan, stream);
+    if (cached.reduceOp && *cached.reduceOp != shape.op) {
+      throw invalid("op: plan '" + plan.name + "' reduces with '" + std::string(reduceOpName(*cached.reduceOp)) +
+                    "', the call asks for '" + std::string(reduceOpName(shape.op)) +
+                    "'; compile a plan for that operator");
+    }
+    const bool staged = cached.bindsUserBuffers && backend->stagesUserBuffers();
+    if (staged) {
+      if (!staging) staging = std::make_unique<UserBufferStaging>(*backend);
+      std::tie(input, output) = staging->stageIn(input, layout.inputBytes(), output, layout.outputBytes());
+    }
+    CallContext& context = contextFor(cached, plan, shape, input, output, stream);
+    try {
+      device::Program program = context.program();
+      program.buffers[0] = const_cast<void*>(input);
+      program.buffers[1] = output;
+      backend->launch(program, plan.threadsPerBlock, shape.type, shape.op, stream);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception&) {
+      if (aborted) throw invalid("rank " + std::to_string(communicator->rank()) + ": the call was aborted");
+      // A host-thread wait that timed out (CPU backend) left its record: report who waited for what.
+      communicator->deviceDiagnostics().check();
+      throw;
+    }
+    if (staged) staging->stageOut();
+  }
+
+  std::string departedPeers() {
+    std::vector<int> departed;
+    try {
+      departed = communicator->bootstrap().departedPeers();
+    } catch (const std::exception&) {
+      return "";
+    }
+    if (departed.empty()) return "";
+    std::string ranks;
+    for (int peer : departed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
+    return "; rank" + std::string(departed.size() > 1 ? "s " : " ") + ranks +
+           " closed the bootstrap connection to this rank (exited or killed?)";
+  }
+
+  void checkUsable() const {
+    const std::string where = "executor of rank " + std::to_string(communicator->rank());
+    if (aborted) throw invalid(where + ": the communicator was aborted; create a new one");
+    if (!failure.empty()) {
+      throw invalid(where + ": an earlier call failed (" + failure +
+                    "); the communicator must be aborted (Communicator.abort()) and created anew");
+    }
+  }
+
+  // Frees what the plans hold (channels, scratch, contexts, staging) and stops the proxy.
+  void release() {
+    try {
+      // Kernels in flight still use the programs, semaphores and scratch about to be freed.
+      backend->synchronize();
+    } catch (...) {
+    }
+    plans.clear();
+    planOrder.clear();
+    staging.reset();
+    if (proxy) proxy->stop();
   }
 };
 
@@ -273,15 +348,15 @@ Executor::~Executor() {
     impl_->backend->synchronize();
   } catch (...) {
   }
-  impl_->plans.clear();
-  if (impl_->proxy) impl_->proxy->stop();
+  impl_->release();
 }
 
 void Executor::copyLocal(const void* input, void* output, uint64_t bytes, void* stream) {
   if (bytes == 0 || input == output) return;
   if (input == nullptr) throw invalid("input: null pointer for a message of " + std::to_string(bytes) + " bytes");
   if (output == nullptr) throw invalid("output: null pointer");
-  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::lock_guard lock(impl_->mutex);
+  impl_->checkUsable();
   impl_->backend->copy(output, input, bytes, stream);
 }
 
@@ -289,13 +364,14 @@ Communicator& Executor::communicator() const { return *impl_->communicator; }
 bool Executor::onGpu() const { return impl_->backend->onGpu(); }
 bool Executor::capturing(void* stream) const { return impl_->backend->capturing(stream); }
 ExecutorStats Executor::stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::lock_guard lock(impl_->mutex);
   return impl_->stats;
 }
 
 void Executor::execute(const Plan& plan, const void* input, void* output, uint64_t messageBytes, DataType type,
                        ReduceOp op, void* stream) {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::lock_guard lock(impl_->mutex);
+  impl_->checkUsable();
   Communicator& comm = *impl_->communicator;
   const uint32_t rank = uint32_t(comm.rank());
   if (plan.worldSize != uint32_t(comm.worldSize())) {
@@ -328,26 +404,29 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
     }
     checkResidency(plan, impl_->gpuSharers, impl_->backend->maxResidentBlocks(plan.threadsPerBlock, type, op), comm);
   }
-  CachedPlan& cached = impl_->planFor(plan, stream);
-  if (cached.reduceOp && *cached.reduceOp != op) {
-    throw invalid("op: plan '" + plan.name + "' reduces with '" + std::string(reduceOpName(*cached.reduceOp)) +
-                  "', the call asks for '" + std::string(reduceOpName(op)) +
-                  "'; compile a plan for that operator");
-  }
-  CallContext& context = impl_->contextFor(cached, messageBytes, input, output, stream);
   try {
-    device::Program program = context.program();
-    program.buffers[0] = const_cast<void*>(input);
-    program.buffers[1] = output;
-    impl_->backend->launch(program, plan.threadsPerBlock, type, op, stream);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception&) {
-    // A host-thread wait that timed out (CPU backend) left its record: report who waited for what.
-    comm.deviceDiagnostics().check();
+    impl_->run(plan, {plan.contentHash, messageBytes, type, op}, layout, input, output, stream);
+  } catch (const Error& error) {
+    // After a peer timed out or went away the ranks no longer agree on where they are.
+    if (error.category() == ErrorCategory::kTimeout || error.category() == ErrorCategory::kTransport) {
+      impl_->failure = error.what();
+      // A wait names the peer it waited on; a peer that died may be another one: name it too.
+      const std::string departed = impl_->departedPeers();
+      if (!departed.empty()) throw Error(error.category(), std::string(error.what()) + departed);
+    }
     throw;
   }
   ++impl_->stats.launches;
+}
+
+bool Executor::abort(int64_t waitMs) {
+  impl_->aborted = true;
+  impl_->communicator->abort();
+  // A call in flight sees the abort within about 100 ms (host waits, bootstrap waits) and returns.
+  std::unique_lock lock(impl_->mutex, std::defer_lock);
+  if (!lock.try_lock_for(std::chrono::milliseconds(waitMs))) return false;
+  impl_->release();
+  return true;
 }
 
 }  // namespace loom

@@ -118,7 +118,7 @@ bool PlanResources::reserveScratch(uint64_t bytes) {
   uint64_t capacity = std::max<uint64_t>(scratchBytes_, 1 << 20);
   while (capacity < bytes) capacity *= 2;
   scratch_.reset();
-  scratch_ = backend_.allocate(capacity);
+  scratch_ = backend_.allocatePeerVisible(capacity);
   scratchBytes_ = capacity;
   // A port channel's staging area mirrors the peer's scratch, which grew alike.
   for (ChannelResources& channel : channels_) {

@@ -1,5 +1,6 @@
 #include "loom/bootstrap.hpp"
 
+#include <atomic>
 #include <algorithm>
 #include <functional>
 #include <mutex>
@@ -86,6 +87,7 @@ struct Bootstrap::Impl {
   bool inRendezvous = false;    // root: what status requests are about
   uint64_t barrierInProgress = 0;
   InterruptCheck interruptCheck;
+  std::shared_ptr<std::atomic<bool>> aborted = std::make_shared<std::atomic<bool>>(false);
   std::mutex mutex;  // one call at a time per object (Python threads may share one)
 
   Impl(int rank, int worldSize, const UniqueId& id, int64_t timeoutMs)
@@ -155,7 +157,11 @@ Bootstrap::Bootstrap(int rank, int worldSize, const UniqueId& id, std::optional<
                                                      std::to_string(worldSize) + ")");
   }
   impl_ = std::make_unique<Impl>(rank, worldSize, id, checkedTimeout(timeoutMs));
-  impl_->interruptCheck = std::move(interruptCheck);
+  // Waits call the check about every 100 ms: abort() ends them through it.
+  impl_->interruptCheck = [aborted = impl_->aborted, where = impl_->where(), user = std::move(interruptCheck)] {
+    if (aborted->load()) throw Error(ErrorCategory::kInvalidArgument, "bootstrap on " + where + ": aborted");
+    if (user) user();
+  };
   if (rank == 0) {
     impl_->rendezvousAsRoot();
   } else {
@@ -170,6 +176,13 @@ Bootstrap& Bootstrap::operator=(Bootstrap&&) noexcept = default;
 int Bootstrap::rank() const { return impl_->rank; }
 int Bootstrap::worldSize() const { return impl_->worldSize; }
 int64_t Bootstrap::timeoutMs() const { return impl_->timeoutMs; }
+void Bootstrap::abort() { impl_->aborted->store(true); }
+
+std::vector<int> Bootstrap::departedPeers() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->messenger) return {};
+  return impl_->messenger->departedPeers();
+}
 
 std::string Bootstrap::peerAddress(int rank) const {
   impl_->checkPeer(rank, "peerAddress");

@@ -17,6 +17,7 @@
 #include "memory_table.hpp"
 #include "registered_memory.hpp"
 #include "setup_tags.hpp"
+#include "shared_host_segment.hpp"
 
 namespace loom {
 
@@ -87,11 +88,6 @@ std::vector<int> Communicator::ranksSharingGpu() const {
   return ranks;
 }
 
-bool Communicator::sameProcess(int peer) const {
-  node(peer);  // checks the range
-  return impl_->processes[peer] == impl_->processes[rank()];
-}
-
 int Communicator::node(int rank) const {
   if (rank < 0 || rank >= worldSize()) {
     throw Error(ErrorCategory::kInvalidArgument, "Communicator::node: rank " + std::to_string(rank) + " is not in 0.." +
@@ -101,8 +97,23 @@ int Communicator::node(int rank) const {
 }
 
 bool Communicator::sameNode(int peer) const { return node(peer) == node(rank()); }
+bool Communicator::sameProcess(int peer) const {
+  node(peer);  // checks the rank
+  return impl_->processes[peer] == impl_->processes[rank()];
+}
+bool Communicator::hostPeersInOtherProcesses() const {
+  for (int r = 0; r < worldSize(); ++r) {
+    if (sameNode(r) && !sameProcess(r)) return true;
+  }
+  return false;
+}
 Communicator::Impl& Communicator::impl() const { return *impl_; }
 DeviceDiagnostics& Communicator::deviceDiagnostics() const { return impl_->deviceDiagnostics(); }
+
+void Communicator::abort() {
+  impl_->bootstrap->abort();
+  impl_->deviceDiagnostics().requestAbort();
+}
 
 RegisteredMemory Communicator::registerMemory(void* data, uint64_t bytes, TransportFlags transports) {
   Impl& impl = *impl_;
@@ -126,6 +137,15 @@ RegisteredMemory Communicator::registerMemory(void* data, uint64_t bytes, Transp
       (memory->address < info.allocationBase || bytes > info.allocationBase + info.allocationBytes - memory->address)) {
     throw Error(ErrorCategory::kInvalidArgument,
                 what + ": " + std::to_string(bytes) + " bytes run past the end of their device allocation");
+  }
+  if (info.location == MemoryLocation::kHost) {
+    // Inside a shared host segment, peers in other processes of this host can map it.
+    if (auto segment = findSharedHostSegment(data, bytes)) {
+      memory->ipcKind = IpcKind::kHostFd;
+      memory->ipcOffset = memory->address - reinterpret_cast<uint64_t>(segment->base);
+      memory->ipcAllocationBytes = segment->bytes;
+      memory->hostSegment = std::move(segment);
+    }
   }
   if (transports.has(Transport::kCudaIpc)) {
     if (info.location != MemoryLocation::kDevice) {
@@ -154,6 +174,12 @@ void Communicator::Impl::sendMemoryOn(const RegisteredMemory& memory, int peer, 
   if (!memory.valid()) throw Error(ErrorCategory::kInvalidArgument, "sendMemory on " + where() + ": no memory");
   bootstrap->send(peer, wireTag, memory.serialize());
   const RegisteredMemory::Impl& m = memory.impl();
+  if (m.ipcKind == IpcKind::kHostFd) {
+    if (!memory.isLocal() || !sameNode(peer) || processes[peer] == processes[rank()]) return;
+    std::lock_guard lock(mutex);
+    mailbox().send(peer, fdTag, m.hostSegment->fd, Deadline(bootstrap->timeoutMs()));
+    return;
+  }
   if (m.ipcKind != IpcKind::kPosixFd || !memory.isLocal() || !sameNode(peer)) return;
   const int fd = gpu::exportPosixFd(reinterpret_cast<void*>(m.address - m.ipcOffset));
   std::lock_guard lock(mutex);
@@ -170,7 +196,8 @@ RegisteredMemory Communicator::Impl::recvMemoryOn(int peer, uint64_t wireTag, ui
   Bootstrap::Bytes bytes = bootstrap->recv(peer, wireTag);
   auto memory = parseRegisteredMemory(bytes);
   int fd = -1;
-  if (memory->ipcKind == IpcKind::kPosixFd && !memory->isLocal() && memory->hostHash == hostHash()) {
+  const bool passesFd = memory->ipcKind == IpcKind::kPosixFd || memory->ipcKind == IpcKind::kHostFd;
+  if (passesFd && !memory->isLocal() && memory->hostHash == hostHash()) {
     std::lock_guard lock(mutex);
     fd = mailbox().receive(peer, fdTag, Deadline(bootstrap->timeoutMs()));
   }

@@ -18,13 +18,13 @@ namespace loom {
 struct Communicator::Impl {
   std::shared_ptr<Bootstrap> bootstrap;
   IbConfig ibConfig;
-  std::vector<int> nodes;  // node index of each rank
+  std::vector<int> nodes;           // node index of each rank
+  std::vector<uint64_t> processes;  // process hash of each rank (ranks as threads share one)
   int nodeCount = 0;
   int localRank = 0;
   int localWorldSize = 0;
   int cudaDevice = -1;
   std::string cudaBusId;               // of cudaDevice; empty for host memory only
-  std::vector<uint64_t> processes;     // process hash of each rank
   std::vector<std::string> busIds;     // GPU bus id of each rank, empty where host-only
   uint64_t jobKey = 0;
   std::unique_ptr<FdMailbox> fdMailbox;            // opened at the first cuMem descriptor sent or received

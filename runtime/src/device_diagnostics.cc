@@ -89,4 +89,6 @@ void DeviceDiagnostics::check() const {
 
 void DeviceDiagnostics::clear() { *storage_->host() = device::DiagnosticRecord{}; }
 
+void DeviceDiagnostics::requestAbort() { device::storeRelease(&storage_->host()->abortRequested, int32_t(1)); }
+
 }  // namespace loom

@@ -435,6 +435,15 @@ void Messenger::readOutbound(int peer) {
   }
 }
 
+std::vector<int> Messenger::departedPeers() {
+  pollOnce(0);
+  std::vector<int> departed;
+  for (int peer = 0; peer < worldSize_; ++peer) {
+    if (peer != rank_ && (peers_[peer].in == InState::kClosed || peers_[peer].out.closed)) departed.push_back(peer);
+  }
+  return departed;
+}
+
 void Messenger::closeOutbound(int peer, const std::string& failure) {
   Outbound& out = peers_[peer].out;
   out.socket.reset();

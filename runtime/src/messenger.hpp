@@ -80,6 +80,9 @@ class Messenger {
   std::optional<Message> take(wire::Kind kind, int peer, uint64_t tag);
   std::vector<uint64_t> waitingTags(wire::Kind kind, int peer) const;  // for diagnostics
 
+  // The peers whose connection (either way) was closed by their side, after one look at the sockets
+  // without waiting: a process that exited or was killed closes them all.
+  std::vector<int> departedPeers();
   // Why nothing more will arrive from `peer`, if that is known.
   std::optional<std::string> peerFailure(int peer) const;
   // Why the connection to `peer` cannot take more data, if it cannot.

@@ -4,6 +4,9 @@
 #include "gpu.hpp"
 #include "host_identity.hpp"
 #include "loom/error.hpp"
+#include "shared_host_segment.hpp"
+
+#include <string>
 
 namespace loom {
 namespace {
@@ -65,7 +68,7 @@ std::shared_ptr<RegisteredMemory::Impl> parseRegisteredMemory(std::span<const ui
   if (m->location != MemoryLocation::kHost && m->location != MemoryLocation::kDevice) {
     throw Error(ErrorCategory::kInvalidArgument, "registered memory: unknown location");
   }
-  if (m->ipcKind > IpcKind::kPosixFd)
+  if (m->ipcKind > IpcKind::kHostFd)
     throw Error(ErrorCategory::kInvalidArgument, "registered memory: unknown IPC kind");
   if (m->ipcOffset > m->ipcAllocationBytes || m->bytes > m->ipcAllocationBytes - m->ipcOffset) {
     if (m->ipcKind != IpcKind::kNone) {
@@ -92,6 +95,13 @@ RegisteredMemory mapRegisteredMemory(std::shared_ptr<RegisteredMemory::Impl> m, 
       m->keepAlive = gpu::importPosixFd(fd, m->ipcAllocationBytes, gpu::currentDevice(), &base);
     }
     if (base != nullptr) m->localPointer = static_cast<uint8_t*>(base) + m->ipcOffset;
+  } else if (m->hostHash == hostHash() && m->ipcKind == IpcKind::kHostFd) {
+    // Host memory of a rank in another process of this host (the multi-process CPU backend).
+    const std::string what = "shared host memory of rank " + std::to_string(m->ownerRank);
+    if (fd < 0) throw Error(ErrorCategory::kTransport, what + ": its file descriptor did not come with it");
+    void* base = nullptr;
+    m->keepAlive = mapSharedHostSegment(fd, m->ipcAllocationBytes, &base, what);
+    m->localPointer = static_cast<uint8_t*>(base) + m->ipcOffset;
   }
   return RegisteredMemory(std::move(m));
 }

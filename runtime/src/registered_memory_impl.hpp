@@ -11,9 +11,12 @@
 
 namespace loom {
 
-// How a peer on the same host maps device memory: a legacy CUDA IPC handle (cudaMalloc memory) or a
-// POSIX file descriptor exported from a cuMem allocation (passed over a Unix socket).
-enum class IpcKind : uint8_t { kNone = 0, kLegacy = 1, kPosixFd = 2 };
+// How a peer on the same host maps the memory: a legacy CUDA IPC handle (cudaMalloc memory), a POSIX
+// file descriptor exported from a cuMem allocation, or the descriptor of a shared host segment
+// (loom/shared_host_memory.hpp); descriptors travel over a Unix socket.
+enum class IpcKind : uint8_t { kNone = 0, kLegacy = 1, kPosixFd = 2, kHostFd = 3 };
+
+struct SharedHostSegment;
 
 struct RegisteredMemory::Impl {
   // Identity: `id` is unique among the registrations of the owner process.
@@ -27,12 +30,14 @@ struct RegisteredMemory::Impl {
   int deviceId = -1;
   TransportFlags transports;
 
-  // CUDA IPC: the handle describes the whole allocation, which starts `ipcOffset` bytes before
-  // `address` and is `ipcAllocationBytes` long.
+  // CUDA IPC and shared host segments: the handle describes the whole allocation, which starts
+  // `ipcOffset` bytes before `address` and is `ipcAllocationBytes` long. `hostSegment` (owner
+  // only) keeps a shared host segment and its descriptor alive while the registration lives.
   IpcKind ipcKind = IpcKind::kNone;
   std::array<uint8_t, 64> ipcLegacyHandle{};
   uint64_t ipcOffset = 0;
   uint64_t ipcAllocationBytes = 0;
+  std::shared_ptr<const SharedHostSegment> hostSegment;
 
   // InfiniBand: the memory region's keys. `ibRegion` owns the registration in the owner process.
   uint32_t ibLkey = 0;

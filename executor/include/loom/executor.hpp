@@ -9,6 +9,8 @@
 //
 // Every rank calls execute with the same plan and message size, collectively. A call with new
 // buffers or a new size is a setup step all ranks take together (it exchanges registrations).
+// After a call fails because a peer timed out or went away, every later call throws: the ranks no
+// longer agree on where they are, and the communicator must be aborted and created anew.
 // With a host-only communicator (Communicator::kHostOnly) the same program runs on host threads:
 // the CPU backend, used by the tests and on machines without GPUs.
 
@@ -49,6 +51,12 @@ class Executor {
   // a send to itself. Nothing to move when `input` is `output`, else `bytes` copied on `stream`
   // (enqueued on a GPU, also under graph capture; at once on the CPU backend).
   void copyLocal(const void* input, void* output, uint64_t bytes, void* stream = nullptr);
+
+  // Like ncclCommAbort: stops a call in flight on another thread (CPU backend: its host waits throw
+  // within about 100 ms; bootstrap waits too) and frees what the plans hold, without waiting for
+  // peers, which may be dead. Waits up to `waitMs` for the call in flight to return; false when it
+  // did not (the resources are then freed with the executor). Every later call throws.
+  bool abort(int64_t waitMs = 5000);
 
   Communicator& communicator() const;
   bool onGpu() const;

@@ -64,6 +64,15 @@ class Bootstrap {
   void send(int peer, uint64_t tag, std::span<const uint8_t> bytes);
   Bytes recv(int peer, uint64_t tag);
 
+  // The ranks whose bootstrap connection to this rank was closed from their side (their process
+  // exited or was killed), after one look at the sockets; for diagnosing a peer that stopped
+  // answering. Only ranks this rank has talked to can be seen.
+  std::vector<int> departedPeers();
+
+  // Ends the waits of calls in flight on other threads (within about 100 ms) and of every later
+  // call: they throw. Safe from any thread while a call runs; the object stays to be destroyed.
+  void abort();
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

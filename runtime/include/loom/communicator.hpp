@@ -44,6 +44,11 @@ class Communicator {
   int localRank() const;       // index of this rank among the ranks of its host
   int localWorldSize() const;  // ranks on this rank's host
   bool sameNode(int peer) const;
+  // Whether `peer` is a thread of this very process (the CPU backend's threads mode).
+  bool sameProcess(int peer) const;
+  // Whether a rank of this host runs in another process: then host memory that peers touch must be
+  // shared host memory (loom/shared_host_memory.hpp), as plain host memory is private.
+  bool hostPeersInOtherProcesses() const;
   // The CUDA device this rank uses, -1 when it runs on host memory only.
   int cudaDevice() const;
   // The PCI bus id of cudaDevice() ("0000:18:00.0"), which names the GPU whatever CUDA_VISIBLE_DEVICES
@@ -52,8 +57,6 @@ class Communicator {
   // The ranks of this host whose communicators use this rank's GPU, this one included, in rank order
   // (one entry normally; more only for ranks sharing one GPU, a testing mode); empty for host-only.
   std::vector<int> ranksSharingGpu() const;
-  // Whether `peer` runs in this process (ranks as threads).
-  bool sameProcess(int peer) const;
 
   // Registers [data, data + bytes) for the given transports. Host or device memory is told apart
   // by asking CUDA. CUDA IPC needs device memory from cudaMalloc or from cuMem with a POSIX
@@ -70,6 +73,11 @@ class Communicator {
 
   // Where device-side waits of this rank's channels report a timeout (made on first use).
   DeviceDiagnostics& deviceDiagnostics() const;
+
+  // Ends waits in flight on other threads without waiting for peers (which may be dead): the
+  // bootstrap's and the CPU backend's host-thread waits throw within about 100 ms. Executor::abort
+  // calls it and then frees what the executor holds.
+  void abort();
 
   struct Impl;
   Impl& impl() const;

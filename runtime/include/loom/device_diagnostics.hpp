@@ -38,6 +38,8 @@ class DeviceDiagnostics {
   // Throws a Timeout Error with report() when there is one.
   void check() const;
   void clear();
+  // Makes every host-thread wait that reports here give up (the CPU backend's part of an abort).
+  void requestAbort();
 
  private:
   struct Storage;

@@ -39,6 +39,7 @@ struct DiagnosticRecord {
   uint64_t expected;
   uint64_t seen;
   uint64_t elapsedNs;
+  int32_t abortRequested;  // set by the host (Communicator::abort): host-thread waits give up
 };
 
 // Carried by every device handle that waits: where to report, who we are, how long to wait.
@@ -112,6 +113,10 @@ LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, i
 #if !LOOM_DEVICE_PASS
     // Host threads (the CPU backend) may outnumber the cores: let the one we wait for run.
     if ((spins & 63) == 0) std::this_thread::yield();
+    // An abort ends the waits of the CPU backend; a GPU kernel is left to its own timeout.
+    if ((spins & 4095) == 0 && context.record != nullptr && loadAcquire(&context.record->abortRequested) != 0) {
+      throw std::runtime_error("loom: wait aborted");
+    }
 #endif
     if (context.timeoutNs > 0 && (spins & 4095) == 0) {
       const uint64_t now = nowNs();

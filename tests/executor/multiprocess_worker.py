@@ -1,0 +1,309 @@
+"""One rank of a multi-process CPU-backend job, for test_multiprocess_cpu.py and test_fault_suite.py.
+
+    python -m loom.launch -n 4 tests/executor/multiprocess_worker.py collectives
+    RANK=.. WORLD_SIZE=.. LOCAL_RANK=.. LOCAL_WORLD_SIZE=.. LOOM_BOOTSTRAP_ADDR=.. python ... kill 1
+
+Each mode prints one JSON line per rank (``RESULT {...}``) that the tests read; the launcher's or the
+test's own environment sets the rank. Every wait is bounded by LOOM_DEVICE_TIMEOUT_MS and
+LOOM_BOOTSTRAP_TIMEOUT_MS, which the tests set low.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import loom
+import numpy as np
+from loom import _native
+from loom.plan_compiler import compile_algorithm
+
+
+def report(**fields: object) -> None:
+    print("RESULT " + json.dumps(fields), flush=True)
+
+
+def inputs(world: int, elements: int, dtype: object = np.float32) -> list[np.ndarray]:
+    """Every rank's input, the same on every rank (seeded), so each rank can compute the reference."""
+    return [np.random.default_rng(1000 + r).integers(-8, 8, elements).astype(dtype) for r in range(world)]
+
+
+def collectives() -> None:
+    """Every collective through loom.Communicator, small (LL, scratch only) and large (plans that write into
+    peers' buffers, staged through shared memory), in and out of place, three calls each on fresh data."""
+    comm = loom.Communicator(host_only=True)
+    rank, world = comm.rank, comm.world_size
+    checked = 0
+    for elements in (1000, 3 * 65536 + 4 * world):
+        for call in range(3):
+            data = [x + call for x in inputs(world, elements)]
+            total = np.sum(data, axis=0, dtype=np.float64).astype(np.float32)
+            out = np.empty_like(data[rank])
+            comm.all_reduce(data[rank], output=out)
+            assert np.array_equal(out, total), ("all_reduce", elements)
+            mine = data[rank].copy()
+            comm.all_reduce(mine)
+            assert np.array_equal(mine, total), ("all_reduce in place", elements)
+            gathered = np.empty(elements * world, np.float32)
+            comm.all_gather(gathered, data[rank])
+            assert np.array_equal(gathered, np.concatenate(data)), ("all_gather", elements)
+            gathered[:] = 0
+            gathered[rank * elements : (rank + 1) * elements] = data[rank]
+            comm.all_gather(gathered, gathered[rank * elements : (rank + 1) * elements])
+            assert np.array_equal(gathered, np.concatenate(data)), ("all_gather in place", elements)
+            piece = elements // world
+            scattered = np.empty(piece, np.float32)
+            comm.reduce_scatter(scattered, data[rank][: piece * world])
+            assert np.array_equal(scattered, total[rank * piece : (rank + 1) * piece]), ("reduce_scatter", elements)
+            exchanged = np.empty(piece * world, np.float32)
+            comm.all_to_all(exchanged, data[rank][: piece * world])
+            expected = np.concatenate([data[r][rank * piece : (rank + 1) * piece] for r in range(world)])
+            assert np.array_equal(exchanged, expected), ("all_to_all", elements)
+            root = 0
+            shared = data[rank].copy()
+            comm.broadcast(shared, root=root)
+            assert np.array_equal(shared, data[root]), ("broadcast", elements)
+            peer = (rank + 1) % world
+            received = np.empty_like(data[rank])
+            if rank % 2 == 0:
+                comm.send(data[rank], peer)
+                comm.recv(received, (rank - 1) % world)
+            else:
+                comm.recv(received, (rank - 1) % world)
+                comm.send(data[rank], peer)
+            assert np.array_equal(received, data[(rank - 1) % world]), ("send/recv", elements)
+            checked += 8
+    report(rank=rank, checked=checked, stages=comm.executor.stats())
+
+
+def kill(victim: int) -> None:
+    """All-reduce in a loop; the victim SIGKILLs itself from a second thread while its main thread is inside
+    a call. Survivors call until one fails and report the error and when it came."""
+    comm = loom.Communicator(host_only=True)
+    data = np.ones(1024, np.float32)
+    comm.all_reduce(data)
+    comm.bootstrap.barrier()
+    if comm.rank == victim:
+
+        def die() -> None:
+            time.sleep(0.2)
+            report(rank=comm.rank, killed_at=time.time())
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=die, daemon=True).start()
+    calls = 0
+    try:
+        while True:
+            comm.all_reduce(data)
+            calls += 1
+    except loom.LoomError as error:
+        failed_at = time.time()
+        report(rank=comm.rank, calls=calls, failed_at=failed_at, kind=type(error).__name__, message=str(error))
+    time.sleep(1.0)  # the other survivors fail too before this one goes (and closes its connections)
+    try:
+        comm.all_reduce(data)
+    except loom.LoomError as error:
+        report(rank=comm.rank, next_call=str(error))
+    started = time.monotonic()
+    ended = comm.abort(wait_s=2.0)
+    report(rank=comm.rank, abort_s=time.monotonic() - started, abort_ended=ended)
+    sys.exit(3)
+
+
+def resources() -> dict[str, int]:
+    """Open descriptors, shared-memory segments (memfd files open or mapped), threads and resident KiB."""
+    fds = os.listdir("/proc/self/fd")
+    memfd_open = 0
+    for fd in fds:
+        try:
+            memfd_open += os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:loom-host")
+        except OSError:
+            pass
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        mapped = {line.split()[0] for line in maps if "memfd:loom" in line}
+    with open("/proc/self/status", encoding="utf-8") as status:
+        rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return {
+        "fds": len(fds),
+        "shm_open": memfd_open,
+        "shm_mapped": len(mapped),
+        "threads": len(os.listdir("/proc/self/task")),
+        "rss_kib": rss,
+    }
+
+
+def fresh_bootstrap(base: object) -> object:
+    """A new bootstrap for the job, its id sent over ``base``: what a communicator may abort."""
+    if base.rank == 0:
+        uid = _native.UniqueId.create("127.0.0.1")
+        for peer in range(1, base.world_size):
+            base.send(peer, 77, uid.to_bytes())
+    else:
+        uid = _native.UniqueId.from_bytes(base.recv(0, 77))
+    return _native.Bootstrap(base.rank, base.world_size, uid, timeout_ms=base.timeout_ms)
+
+
+def abort() -> None:
+    """Rank 0: a call in flight that rank 1 never joins is aborted from another thread; then a call that
+    timed out leaves a communicator that refuses calls until aborted, and abort with a dead peer is quick.
+    Resources before and after are compared."""
+    base = _native.Bootstrap.from_environment()
+    rank = base.rank
+    data = np.ones(2048, np.float32)
+    for _ in range(2):  # first use: plans loaded, caches warm
+        bootstrap = fresh_bootstrap(base)
+        warm = loom.Communicator(bootstrap, host_only=True)
+        warm.all_reduce(data)
+        warm.abort()
+        bootstrap.close()
+        del warm
+    gc.collect()
+    before = resources()
+    bootstrap = fresh_bootstrap(base)
+    comm = loom.Communicator(bootstrap, host_only=True)
+    comm.all_reduce(data)
+    if rank == 1:
+        base.barrier()  # rank 0 has aborted its communicator
+        comm.abort()
+        comm = loom.Communicator(fresh_bootstrap(base), host_only=True)
+        comm.all_reduce(data)
+        base.barrier()  # rank 0's second call is timing out now: go away
+        os._exit(0)
+    errors: list[str] = []
+
+    def in_flight() -> None:
+        try:
+            comm.all_reduce(data)
+        except loom.LoomError as error:
+            errors.append(str(error))
+
+    thread = threading.Thread(target=in_flight)
+    thread.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    ended = comm.abort(wait_s=3.0)
+    in_flight_abort_s = time.monotonic() - started
+    thread.join(5)
+    bootstrap.close()
+    del comm, bootstrap
+    gc.collect()
+    after = resources()
+    base.barrier()
+    comm = loom.Communicator(fresh_bootstrap(base), host_only=True)
+    comm.all_reduce(data)
+    base.barrier()
+    try:
+        comm.all_reduce(data)  # rank 1 is gone: times out
+        timed_out = ""
+    except loom.LoomError as error:
+        timed_out = f"{type(error).__name__}: {error}"
+    try:
+        comm.all_reduce(data)
+        refused = ""
+    except loom.LoomError as error:
+        refused = str(error)
+    started = time.monotonic()
+    comm.abort(wait_s=3.0)
+    dead_peer_abort_s = time.monotonic() - started
+    report(
+        rank=rank,
+        in_flight_abort_s=in_flight_abort_s,
+        in_flight_ended=ended,
+        in_flight_error=errors[0] if errors else "",
+        before=before,
+        after=after,
+        timed_out=timed_out,
+        refused=refused,
+        dead_peer_abort_s=dead_peer_abort_s,
+    )
+
+
+def disagree(kind: str) -> None:
+    """The ranks make different calls; every rank must raise, none may hang."""
+    comm = loom.Communicator(host_only=True)
+    rank = comm.rank
+    base = np.ones(1024, np.float32)
+    comm.all_reduce(base.copy())  # the first call agrees: the plans are set up
+    started = time.monotonic()
+    try:
+        if kind == "collective":
+            if rank == 0:
+                comm.all_reduce(base.copy())
+            else:
+                comm.all_gather(np.empty(1024 * comm.world_size, np.float32), base)
+        elif kind == "size":
+            comm.all_reduce(np.ones(1024 * (rank + 2), np.float32))
+        elif kind == "dtype":
+            comm.all_reduce(np.ones(1024, np.float32 if rank == 0 else np.int32))
+        elif kind == "plan":
+            name = "allreduce_allpairs_packet" if rank == 0 else "allreduce_rs_ag"
+            plan = _native.Plan.parse(compile_algorithm(name, comm.world_size, verify=False, min_message_size=0))
+            comm.executor.execute(plan, base.copy(), np.empty_like(base))
+        elif kind == "large-size":
+            comm.all_reduce(np.ones(300_000 + 1024 * rank, np.float32))
+        error = ""
+    except loom.LoomError as failure:
+        error = f"{type(failure).__name__}: {failure}"
+    report(rank=rank, error=error, seconds=time.monotonic() - started)
+    comm.abort(wait_s=2.0)
+
+
+def cycles(count: int) -> None:
+    """``count`` create/call/destroy cycles of a communicator on one bootstrap; resource growth reported."""
+    bootstrap = _native.Bootstrap.from_environment()
+    small, large = np.ones(1024, np.float32), np.ones(200_000, np.float32)
+
+    def cycle(staged: bool) -> None:
+        comm = loom.Communicator(bootstrap, host_only=True)
+        comm.all_reduce(small)  # LL plan: scratch only
+        if staged:
+            comm.all_reduce(large)  # writes into the peer's buffers: staged through shared memory
+        del comm
+        gc.collect()
+
+    for _ in range(5):
+        cycle(staged=True)
+    before = resources()
+    started = time.monotonic()
+    for index in range(count):
+        cycle(staged=index % 10 == 0)  # the staged call costs most; every tenth cycle makes one
+    seconds = time.monotonic() - started
+    after = resources()
+    growth = {key: after[key] - before[key] for key in before}
+    report(rank=bootstrap.rank, cycles=count, seconds=seconds, before=before, after=after, growth=growth)
+
+
+def flood() -> None:
+    """A plain job: join, all-reduce, done (the test floods the root while it starts)."""
+    comm = loom.Communicator(host_only=True)
+    data = np.full(4096, comm.rank + 1, np.float32)
+    comm.all_reduce(data)
+    assert np.all(data == comm.world_size * (comm.world_size + 1) / 2)
+    report(rank=comm.rank, ok=True)
+
+
+def main() -> None:
+    mode, *args = sys.argv[1:]
+    if mode == "collectives":
+        collectives()
+    elif mode == "kill":
+        kill(int(args[0]))
+    elif mode == "abort":
+        abort()
+    elif mode == "disagree":
+        disagree(args[0])
+    elif mode == "cycles":
+        cycles(int(args[0]))
+    elif mode == "flood":
+        flood()
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    main()

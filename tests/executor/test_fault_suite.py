@@ -1,0 +1,148 @@
+"""Faults on the multi-process CPU backend, with real processes (docs/testing.md):
+
+- a rank killed with SIGKILL inside a collective: every survivor raises, naming the dead rank, within the
+  configured timeout plus 1 s; the launcher exits non-zero naming it;
+- Communicator.abort(): bounded with a call in flight and with a dead peer, frees what it held; a
+  communicator whose call timed out refuses further calls;
+- ranks that disagree on the collective, size, dtype or plan: an error on every rank, no hang;
+- 1,000 create/call/destroy cycles: growth of descriptors, shared-memory segments, threads, RSS;
+- garbage and half-open connections flooding the bootstrap root while a job starts: the job completes.
+
+Every test has a pytest timeout and every process a subprocess timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import secrets
+import socket
+import threading
+import time
+
+import pytest
+from multiprocess_jobs import finish, free_port, launch, results, start_ranks
+
+TIMEOUT_MS = 2000
+FAST = {"LOOM_DEVICE_TIMEOUT_MS": str(TIMEOUT_MS), "LOOM_BOOTSTRAP_TIMEOUT_MS": str(TIMEOUT_MS)}
+CYCLES = int(os.environ.get("LOOM_FAULT_CYCLES", "1000"))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("nproc", "victim"), [(2, 1), (4, 2)])
+def test_a_rank_killed_mid_collective_makes_every_survivor_fail_in_time(nproc, victim):
+    codes, text = finish(start_ranks(nproc, "kill", str(victim), env=FAST), limit_s=30)
+    found = results(text)
+    killed_at = found[victim][0]["killed_at"]
+    assert codes[victim] == -9, text[-3000:]
+    for rank in range(nproc):
+        if rank == victim:
+            continue
+        failure, refused, aborted = found[rank]
+        assert failure["kind"] in ("LoomTimeoutError", "TransportError"), failure
+        assert re.search(rf"ranks? [\d, ]*\b{victim}\b[\d, ]* closed", failure["message"]), failure
+        # Within the configured timeout plus 1 s of the kill (a wait that began before it ends sooner).
+        assert failure["failed_at"] - killed_at <= TIMEOUT_MS / 1000 + 1.0, (failure, killed_at)
+        assert "must be aborted" in refused["next_call"], refused
+        assert aborted["abort_ended"] and aborted["abort_s"] < 1.0, aborted
+        assert codes[rank] == 3, text[-3000:]  # the worker's own exit after reporting
+
+
+@pytest.mark.timeout(60)
+def test_the_launcher_names_the_killed_rank():
+    run = launch(4, "kill", "1", env=FAST, limit_s=40)
+    assert run.returncode != 0
+    assert "rank 1" in run.stderr and "(the first rank to fail)" in run.stderr, run.stderr[-3000:]
+    assert "SIGKILL" in run.stderr or "signal 9" in run.stderr, run.stderr[-3000:]
+
+
+@pytest.mark.timeout(60)
+def test_abort_is_bounded_frees_everything_and_a_timed_out_communicator_refuses_calls():
+    codes, text = finish(start_ranks(2, "abort", env=FAST), limit_s=40)
+    assert codes[0] == 0, text[-4000:]
+    record = results(text)[0][0]
+    # A call in flight on another thread ends, and abort returns, well within its 3 s wait.
+    assert record["in_flight_ended"] and record["in_flight_abort_s"] < 1.0, record
+    assert "aborted" in record["in_flight_error"], record
+    before, after = record["before"], record["after"]
+    assert after["fds"] <= before["fds"] and after["threads"] <= before["threads"], record
+    assert after["shm_open"] == before["shm_open"] == 0 and after["shm_mapped"] == 0, record
+    assert "timed out" in record["timed_out"], record
+    assert "must be aborted" in record["refused"], record
+    assert record["dead_peer_abort_s"] < 1.0, record
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["collective", "size", "dtype", "plan", "large-size"])
+def test_ranks_that_disagree_all_fail_without_hanging(kind):
+    run = launch(2, "disagree", kind, env=FAST, limit_s=30)
+    found = results(run.stdout)
+    assert sorted(found) == [0, 1], run.stdout[-3000:] + run.stderr[-3000:]
+    for rank, (record,) in found.items():
+        assert record["error"], (kind, rank, record)
+        # A clear error: the disagreement itself, or a timeout naming rank, thread block, op and channel (a
+        # rank whose plan was set up launches it) or the rank that has not reached the setup exchange.
+        clear = ("disagree", "different plan", "timed out", "has not reached")
+        assert any(text in record["error"] for text in clear), (kind, record)
+        assert record["seconds"] < TIMEOUT_MS / 1000 + 2.0, record
+
+
+@pytest.mark.timeout(230)
+def test_create_call_destroy_cycles_leak_nothing():
+    run = launch(2, "cycles", str(CYCLES), limit_s=200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for rank, (record,) in sorted(results(run.stdout).items()):
+        growth = record["growth"]
+        print(
+            f"rank {rank}: {record['cycles']} cycles in {record['seconds']:.1f} s; growth: "
+            f"fds {growth['fds']}, shm segments open {growth['shm_open']} mapped {growth['shm_mapped']}, "
+            f"threads {growth['threads']}, RSS {growth['rss_kib']} KiB"
+        )
+        assert growth["fds"] <= 0 and growth["threads"] <= 0, record
+        assert record["after"]["shm_open"] <= 1 and record["after"]["shm_mapped"] <= 1, record
+        assert growth["rss_kib"] < 8 * 1024, record  # allocator noise, not a per-cycle leak
+
+
+def _flood(port: int, stop: threading.Event, opened: list[socket.socket]) -> None:
+    """Half-open connections (nothing sent, or half a header) and garbage, as fast as the root takes them."""
+    rng = random.Random(7)
+    while not stop.is_set() and len(opened) < 600:
+        try:
+            connection = socket.create_connection(("127.0.0.1", port), timeout=0.2)
+        except OSError:
+            time.sleep(0.01)
+            continue
+        choice = rng.randrange(3)
+        try:
+            if choice == 1:
+                connection.sendall(rng.randbytes(rng.randrange(1, 4096)))
+            elif choice == 2:
+                connection.sendall(b"LOOM" + rng.randbytes(10))
+        except OSError:
+            pass
+        opened.append(connection)
+
+
+@pytest.mark.timeout(90)
+def test_a_flood_at_the_bootstrap_root_does_not_stop_the_job():
+    port = free_port()
+    stop, opened = threading.Event(), []
+    flooders = [threading.Thread(target=_flood, args=(port, stop, opened), daemon=True) for _ in range(2)]
+    job = {"env": {"LOOM_BOOTSTRAP_TIMEOUT_MS": "40000"}, "port": port, "secret": secrets.token_hex(16)}
+    processes = start_ranks(4, "flood", ranks=[0], **job)
+    for flooder in flooders:
+        flooder.start()
+    time.sleep(0.5)  # the root is up and flooded before the others join
+    processes += start_ranks(4, "flood", ranks=[1, 2, 3], **job)
+    try:
+        codes, text = finish(processes, limit_s=60)
+    finally:
+        stop.set()
+        for flooder in flooders:
+            flooder.join(5)
+        for connection in opened:
+            connection.close()
+    print(f"flood: {len(opened)} connections opened at the root")
+    assert len(opened) > 50
+    assert codes == [0, 0, 0, 0], text[-3000:]

@@ -1,0 +1,26 @@
+"""The CPU backend with ranks as processes (``loom.Communicator(host_only=True)`` under ``loom.launch`` or
+torchrun's variables): every collective of the API, small and large, in and out of place, against numpy,
+with host memory shared between the processes (docs/testing.md)."""
+
+from __future__ import annotations
+
+import pytest
+from multiprocess_jobs import finish, launch, results, start_ranks
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_every_collective_across_processes_under_loom_launch(nproc):
+    run = launch(nproc, "collectives", limit_s=90)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    found = results(run.stdout)
+    assert sorted(found) == list(range(nproc)), run.stdout[-4000:]
+    for records in found.values():
+        assert records[0]["checked"] == 48
+
+
+def test_every_collective_with_torchrun_variables():
+    codes, text = finish(start_ranks(2, "collectives"), limit_s=90)
+    assert codes == [0, 0], text[-4000:]
+    assert sorted(results(text)) == [0, 1]
