@@ -213,7 +213,13 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
                 PlanRegistry& registry) {
   const bool pointToPoint = call.call == Call::kSend || call.call == Call::kRecv;
   const bool reducing = call.call == Call::kAllReduce || call.call == Call::kReduceScatter || call.call == Call::kReduce;
-  auto forward = [&](Reason why) { return route(capabilities.realNccl ? Route::kForward : Route::kFail, why); };
+  Decision decision;  // filled in as the call is understood, so that a forward says what was asked
+  auto forward = [&](Reason why) {
+    Decision out = decision;
+    out.route = capabilities.realNccl ? Route::kForward : Route::kFail;
+    out.reason = why;
+    return out;
+  };
 
   if (call.count == 0) return route(Route::kNothing, Reason::kEmpty);
   // A custom operator (ncclRedOpCreatePreMulSum) scales, even on one rank: only NCCL knows it.
@@ -223,17 +229,16 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
     return route(call.inplace ? Route::kNothing : Route::kLocalCopy,
                  call.inplace ? Reason::kSingleRankInPlace : Reason::kSingleRankCopy);
   }
-  if (!capabilities.loom) return forward(Reason::kLoomOff);
   if (settings.forceNccl) return forward(Reason::kForced);
+  if (!capabilities.loom) return forward(Reason::kLoomOff);
   const std::optional<Collective> collective = loomCollective(call.call);
   if (!collective) return forward(Reason::kNoLoomCollective);
+  decision.collective = *collective;
   if (pointToPoint && call.grouped) return forward(Reason::kGroupedPointToPoint);
   if (pointToPoint && call.worldSize != 2) return forward(Reason::kPointToPointWorld);
   if (pointToPoint && call.toSelf) return forward(Reason::kPointToPointSelf);
   if (!settings.allowsOnLoom(*collective)) return forward(Reason::kNotListed);
 
-  Decision decision;
-  decision.collective = *collective;
   if (reduces(*collective)) {
     const auto op = loomOp(call.op);
     if (!op) return forward(Reason::kOpMissing);
@@ -247,6 +252,8 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
   const SelectionRequest request = selectionRequestFor(call, *collective, decision.dataType);
   decision.plan = registry.select(request);
   if (!decision.plan) return forward(Reason::kNoPlan);
+  decision.messageBytes = request.messageBytes;
+  decision.inplace = request.inplace;
   // A send/recv plan needs a spare buffer as large as the message, and none can be allocated while
   // a graph is captured.
   if (pointToPoint && call.capturing && capabilities.spareBytes < request.messageBytes) {
@@ -254,16 +261,10 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
   }
   if (reduces(*collective)) {
     const auto planOp = planReduceOp(*decision.plan);
-    if (planOp && *planOp != decision.op) {
-      Decision differs = forward(Reason::kPlanOpDiffers);
-      differs.plan = decision.plan;
-      return differs;
-    }
+    if (planOp && *planOp != decision.op) return forward(Reason::kPlanOpDiffers);
   }
   decision.route = Route::kLoom;
   decision.reason = Reason::kPlan;
-  decision.messageBytes = request.messageBytes;
-  decision.inplace = request.inplace;
   return decision;
 }
 

@@ -1,6 +1,10 @@
 #include "group.hpp"
 
+#include <cuda_runtime.h>
+
+#include <algorithm>
 #include <exception>
+#include <thread>
 #include <vector>
 
 #include "log.hpp"
@@ -23,6 +27,40 @@ struct GroupState {
 };
 
 thread_local GroupState group;
+
+// The calls Loom runs, per communicator in the order they were made (the same on every rank). Calls
+// of several communicators (ranks driven by this one thread) run on a thread per communicator: a
+// Loom call may wait for its peers at setup, and the peers are the other communicators here.
+ncclResult_t runHeld(const std::vector<Held>& calls) {
+  std::vector<ncclComm*> comms;
+  for (const Held& held : calls) {
+    if (std::find(comms.begin(), comms.end(), held.comm) == comms.end()) comms.push_back(held.comm);
+  }
+  std::vector<ncclResult_t> results(comms.size(), ncclSuccess);
+  auto runComm = [&](size_t index) {
+    ncclComm* comm = comms[index];
+    for (const Held& held : calls) {
+      if (held.comm != comm) continue;
+      const ncclResult_t result = guarded("ncclGroupEnd", comm, [&] {
+        if (comms.size() > 1 && !comm->settings.cpuBackend) cudaSetDevice(comm->cudaDevice);
+        runOnLoom(*comm, held.call, held.decision);
+        return ncclSuccess;
+      });
+      if (results[index] == ncclSuccess) results[index] = result;
+    }
+  };
+  if (comms.size() == 1) {
+    runComm(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < comms.size(); ++i) threads.emplace_back(runComm, i);
+    for (auto& thread : threads) thread.join();
+  }
+  for (ncclResult_t result : results) {
+    if (result != ncclSuccess) return result;
+  }
+  return ncclSuccess;
+}
 
 }  // namespace
 
@@ -59,16 +97,7 @@ ncclResult_t groupEnd() {
     throw Failure(realResult, std::string("the real NCCL's ncclGroupEnd failed: ") + real->ncclGetErrorString(realResult) +
                                   ": " + real->ncclGetLastError(nullptr));
   }
-  // The calls Loom runs, in the order they were made (the same on every rank).
-  ncclResult_t first = ncclSuccess;
-  for (const Held& held : calls) {
-    const ncclResult_t result = guarded("ncclGroupEnd", held.comm, [&] {
-      runOnLoom(*held.comm, held.call, held.decision);
-      return ncclSuccess;
-    });
-    if (first == ncclSuccess) first = result;
-  }
-  return first;
+  return runHeld(calls);
 }
 
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo) {

@@ -250,7 +250,9 @@ void forward(ncclComm& comm, const PendingCall& call) {
 
 uint64_t logKey(const CallInfo& info, const Decision& decision) {
   const uint64_t bytes = info.count * ncclTypeBytes(info.dataType);
-  uint64_t key = uint64_t(info.call) | uint64_t(std::bit_width(bytes)) << 8 | uint64_t(decision.route) << 16 |
+  // Buckets are powers of two with the sizes just below them: (2^(k-1), 2^k].
+  const uint64_t bucket = bytes == 0 ? 0 : std::bit_width(bytes - 1);
+  uint64_t key = uint64_t(info.call) | bucket << 8 | uint64_t(decision.route) << 16 |
                  uint64_t(decision.reason) << 24 | uint64_t(info.inplace) << 32 | uint64_t(info.capturing) << 33;
   if (decision.plan) key ^= decision.plan->contentHash * 0x9E3779B97F4A7C15ull;
   return key;
