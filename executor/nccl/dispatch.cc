@@ -17,16 +17,23 @@ Decision route(Route how, Reason why) {
 
 std::optional<Collective> loomCollective(Call call) {
   switch (call) {
-    case Call::kAllReduce: return Collective::kAllReduce;
-    case Call::kAllGather: return Collective::kAllGather;
-    case Call::kReduceScatter: return Collective::kReduceScatter;
-    case Call::kBroadcast: return Collective::kBroadcast;
-    case Call::kAllToAll: return Collective::kAllToAll;
+    case Call::kAllReduce:
+      return Collective::kAllReduce;
+    case Call::kAllGather:
+      return Collective::kAllGather;
+    case Call::kReduceScatter:
+      return Collective::kReduceScatter;
+    case Call::kBroadcast:
+      return Collective::kBroadcast;
+    case Call::kAllToAll:
+      return Collective::kAllToAll;
     case Call::kSend:
-    case Call::kRecv: return Collective::kSendRecv;
+    case Call::kRecv:
+      return Collective::kSendRecv;
     case Call::kReduce:
     case Call::kGather:
-    case Call::kScatter: return std::nullopt;
+    case Call::kScatter:
+      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -37,14 +44,22 @@ bool reduces(Collective collective) {
 
 std::optional<DataType> loomType(ncclDataType_t type) {
   switch (type) {
-    case ncclFloat32: return DataType::kFloat32;
-    case ncclFloat16: return DataType::kFloat16;
-    case ncclBfloat16: return DataType::kBFloat16;
-    case ncclInt32: return DataType::kInt32;
-    case ncclUint32: return DataType::kUInt32;
-    case ncclFloat8e4m3: return DataType::kFloat8E4M3;
-    case ncclFloat8e5m2: return DataType::kFloat8E5M2;
-    default: return std::nullopt;
+    case ncclFloat32:
+      return DataType::kFloat32;
+    case ncclFloat16:
+      return DataType::kFloat16;
+    case ncclBfloat16:
+      return DataType::kBFloat16;
+    case ncclInt32:
+      return DataType::kInt32;
+    case ncclUint32:
+      return DataType::kUInt32;
+    case ncclFloat8e4m3:
+      return DataType::kFloat8E4M3;
+    case ncclFloat8e5m2:
+      return DataType::kFloat8E5M2;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -58,10 +73,14 @@ DataType byteType(uint64_t bytes) {
 
 std::optional<ReduceOp> loomOp(ncclRedOp_t op) {
   switch (op) {
-    case ncclSum: return ReduceOp::kSum;
-    case ncclMax: return ReduceOp::kMax;
-    case ncclMin: return ReduceOp::kMin;
-    default: return std::nullopt;
+    case ncclSum:
+      return ReduceOp::kSum;
+    case ncclMax:
+      return ReduceOp::kMax;
+    case ncclMin:
+      return ReduceOp::kMin;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -98,51 +117,84 @@ uint64_t inputBytes(const CallInfo& call) {
 
 std::string_view callName(Call call) {
   switch (call) {
-    case Call::kAllReduce: return "AllReduce";
-    case Call::kAllGather: return "AllGather";
-    case Call::kReduceScatter: return "ReduceScatter";
-    case Call::kBroadcast: return "Broadcast";
-    case Call::kReduce: return "Reduce";
-    case Call::kAllToAll: return "AlltoAll";
-    case Call::kGather: return "Gather";
-    case Call::kScatter: return "Scatter";
-    case Call::kSend: return "Send";
-    case Call::kRecv: return "Recv";
+    case Call::kAllReduce:
+      return "AllReduce";
+    case Call::kAllGather:
+      return "AllGather";
+    case Call::kReduceScatter:
+      return "ReduceScatter";
+    case Call::kBroadcast:
+      return "Broadcast";
+    case Call::kReduce:
+      return "Reduce";
+    case Call::kAllToAll:
+      return "AlltoAll";
+    case Call::kGather:
+      return "Gather";
+    case Call::kScatter:
+      return "Scatter";
+    case Call::kSend:
+      return "Send";
+    case Call::kRecv:
+      return "Recv";
   }
   return "?";
 }
 
 std::string_view routeName(Route route) {
   switch (route) {
-    case Route::kNothing: return "nothing";
-    case Route::kLocalCopy: return "local_copy";
-    case Route::kLoom: return "loom";
-    case Route::kForward: return "nccl";
-    case Route::kFail: return "error";
+    case Route::kNothing:
+      return "nothing";
+    case Route::kLocalCopy:
+      return "local_copy";
+    case Route::kLoom:
+      return "loom";
+    case Route::kForward:
+      return "nccl";
+    case Route::kFail:
+      return "error";
   }
   return "?";
 }
 
 std::string_view reasonName(Reason reason) {
   switch (reason) {
-    case Reason::kPlan: return "plan";
-    case Reason::kEmpty: return "empty";
-    case Reason::kSingleRankInPlace: return "single_rank_in_place";
-    case Reason::kSingleRankCopy: return "single_rank_copy";
-    case Reason::kCustomOp: return "custom_op";
-    case Reason::kLoomOff: return "loom_off";
-    case Reason::kForced: return "forced";
-    case Reason::kNoLoomCollective: return "no_loom_collective";
-    case Reason::kGroupedPointToPoint: return "grouped_point_to_point";
-    case Reason::kPointToPointWorld: return "point_to_point_world";
-    case Reason::kPointToPointSelf: return "point_to_point_self";
-    case Reason::kSpareDuringCapture: return "spare_during_capture";
-    case Reason::kNotListed: return "not_listed";
-    case Reason::kOpMissing: return "op_missing";
-    case Reason::kTypeMissing: return "type_missing";
-    case Reason::kBadByteCount: return "bad_byte_count";
-    case Reason::kNoPlan: return "no_plan";
-    case Reason::kPlanOpDiffers: return "plan_op_differs";
+    case Reason::kPlan:
+      return "plan";
+    case Reason::kEmpty:
+      return "empty";
+    case Reason::kSingleRankInPlace:
+      return "single_rank_in_place";
+    case Reason::kSingleRankCopy:
+      return "single_rank_copy";
+    case Reason::kCustomOp:
+      return "custom_op";
+    case Reason::kLoomOff:
+      return "loom_off";
+    case Reason::kForced:
+      return "forced";
+    case Reason::kNoLoomCollective:
+      return "no_loom_collective";
+    case Reason::kGroupedPointToPoint:
+      return "grouped_point_to_point";
+    case Reason::kPointToPointWorld:
+      return "point_to_point_world";
+    case Reason::kPointToPointSelf:
+      return "point_to_point_self";
+    case Reason::kSpareDuringCapture:
+      return "spare_during_capture";
+    case Reason::kNotListed:
+      return "not_listed";
+    case Reason::kOpMissing:
+      return "op_missing";
+    case Reason::kTypeMissing:
+      return "type_missing";
+    case Reason::kBadByteCount:
+      return "bad_byte_count";
+    case Reason::kNoPlan:
+      return "no_plan";
+    case Reason::kPlanOpDiffers:
+      return "plan_op_differs";
   }
   return "?";
 }
@@ -152,45 +204,69 @@ uint32_t ncclTypeBytes(ncclDataType_t type) {
     case ncclInt8:
     case ncclUint8:
     case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
+    case ncclFloat8e5m2:
+      return 1;
     case ncclFloat16:
-    case ncclBfloat16: return 2;
+    case ncclBfloat16:
+      return 2;
     case ncclInt32:
     case ncclUint32:
-    case ncclFloat32: return 4;
+    case ncclFloat32:
+      return 4;
     case ncclInt64:
     case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 0;
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
 std::string_view ncclTypeName(ncclDataType_t type) {
   switch (type) {
-    case ncclInt8: return "int8";
-    case ncclUint8: return "uint8";
-    case ncclInt32: return "int32";
-    case ncclUint32: return "uint32";
-    case ncclInt64: return "int64";
-    case ncclUint64: return "uint64";
-    case ncclFloat16: return "float16";
-    case ncclFloat32: return "float32";
-    case ncclFloat64: return "float64";
-    case ncclBfloat16: return "bfloat16";
-    case ncclFloat8e4m3: return "float8_e4m3";
-    case ncclFloat8e5m2: return "float8_e5m2";
-    default: return "unknown type";
+    case ncclInt8:
+      return "int8";
+    case ncclUint8:
+      return "uint8";
+    case ncclInt32:
+      return "int32";
+    case ncclUint32:
+      return "uint32";
+    case ncclInt64:
+      return "int64";
+    case ncclUint64:
+      return "uint64";
+    case ncclFloat16:
+      return "float16";
+    case ncclFloat32:
+      return "float32";
+    case ncclFloat64:
+      return "float64";
+    case ncclBfloat16:
+      return "bfloat16";
+    case ncclFloat8e4m3:
+      return "float8_e4m3";
+    case ncclFloat8e5m2:
+      return "float8_e5m2";
+    default:
+      return "unknown type";
   }
 }
 
 std::string ncclOpName(ncclRedOp_t op) {
   switch (op) {
-    case ncclSum: return "sum";
-    case ncclProd: return "prod";
-    case ncclMax: return "max";
-    case ncclMin: return "min";
-    case ncclAvg: return "avg";
-    default: return "custom op " + std::to_string(int(op));
+    case ncclSum:
+      return "sum";
+    case ncclProd:
+      return "prod";
+    case ncclMax:
+      return "max";
+    case ncclMin:
+      return "min";
+    case ncclAvg:
+      return "avg";
+    default:
+      return "custom op " + std::to_string(int(op));
   }
 }
 
@@ -212,7 +288,8 @@ SelectionRequest selectionRequestFor(const CallInfo& call, Collective collective
 Decision decide(const CallInfo& call, const Settings& settings, const Capabilities& capabilities,
                 PlanRegistry& registry) {
   const bool pointToPoint = call.call == Call::kSend || call.call == Call::kRecv;
-  const bool reducing = call.call == Call::kAllReduce || call.call == Call::kReduceScatter || call.call == Call::kReduce;
+  const bool reducing =
+      call.call == Call::kAllReduce || call.call == Call::kReduceScatter || call.call == Call::kReduce;
   Decision decision;  // filled in as the call is understood, so that a forward says what was asked
   auto forward = [&](Reason why) {
     Decision out = decision;
@@ -283,29 +360,41 @@ std::string bytesText(uint64_t bytes) {
 
 std::string why(const CallInfo& call, const Decision& decision) {
   switch (decision.reason) {
-    case Reason::kPlan: return "Loom plan '" + decision.plan->name + "'";
-    case Reason::kEmpty: return "nothing to do (count 0)";
-    case Reason::kSingleRankInPlace: return "nothing to do (one rank, in place)";
-    case Reason::kSingleRankCopy: return "a local copy (one rank)";
-    case Reason::kCustomOp: return ncclOpName(call.op) + " (from ncclRedOpCreatePreMulSum) is known to NCCL only";
-    case Reason::kLoomOff: return "Loom's side is off on this communicator (one made by a split or shrink)";
-    case Reason::kForced: return "LOOM_NCCL_FORCE_NCCL is set";
-    case Reason::kNoLoomCollective: return "Loom has no " + std::string(callName(call.call)) + " collective";
-    case Reason::kGroupedPointToPoint: return "Loom does not pair send/recv calls inside ncclGroupStart/End";
+    case Reason::kPlan:
+      return "Loom plan '" + decision.plan->name + "'";
+    case Reason::kEmpty:
+      return "nothing to do (count 0)";
+    case Reason::kSingleRankInPlace:
+      return "nothing to do (one rank, in place)";
+    case Reason::kSingleRankCopy:
+      return "a local copy (one rank)";
+    case Reason::kCustomOp:
+      return ncclOpName(call.op) + " (from ncclRedOpCreatePreMulSum) is known to NCCL only";
+    case Reason::kLoomOff:
+      return "Loom's side is off on this communicator (one made by a split or shrink)";
+    case Reason::kForced:
+      return "LOOM_NCCL_FORCE_NCCL is set";
+    case Reason::kNoLoomCollective:
+      return "Loom has no " + std::string(callName(call.call)) + " collective";
+    case Reason::kGroupedPointToPoint:
+      return "Loom does not pair send/recv calls inside ncclGroupStart/End";
     case Reason::kPointToPointWorld:
       return "Loom runs send/recv in this library on 2-rank communicators only (this one has " +
              std::to_string(call.worldSize) + ")";
-    case Reason::kPointToPointSelf: return "a send/recv to this rank itself";
+    case Reason::kPointToPointSelf:
+      return "a send/recv to this rank itself";
     case Reason::kSpareDuringCapture:
       return "a send/recv plan needs a spare buffer of the message's size, which cannot be allocated during CUDA "
              "graph capture (make one such call before capturing)";
     case Reason::kNotListed:
       return std::string(collectiveName(decision.collective)) + " is not in LOOM_NCCL_COLLECTIVES";
-    case Reason::kOpMissing: return "Loom reduces with sum, min and max, not " + ncclOpName(call.op);
+    case Reason::kOpMissing:
+      return "Loom reduces with sum, min and max, not " + ncclOpName(call.op);
     case Reason::kTypeMissing:
       return "Loom does not reduce " + std::string(ncclTypeName(call.dataType)) +
              " (float32, float16, bfloat16, int32, uint32, float8)";
-    case Reason::kBadByteCount: return "no Loom type divides the byte count";
+    case Reason::kBadByteCount:
+      return "no Loom type divides the byte count";
     case Reason::kNoPlan: {
       const SelectionRequest request = selectionRequestFor(call, decision.collective, decision.dataType);
       return "no Loom plan fits (" + std::string(collectiveName(request.collective)) + ", " +
@@ -334,9 +423,12 @@ std::string describe(const CallInfo& call, const Decision& decision) {
   switch (decision.route) {
     case Route::kLoom:
     case Route::kNothing:
-    case Route::kLocalCopy: return text + ": " + why(call, decision);
-    case Route::kForward: return text + ": forwarded to NCCL: " + why(call, decision);
-    case Route::kFail: return text + ": needs the real NCCL (" + why(call, decision) + "), which is not available";
+    case Route::kLocalCopy:
+      return text + ": " + why(call, decision);
+    case Route::kForward:
+      return text + ": forwarded to NCCL: " + why(call, decision);
+    case Route::kFail:
+      return text + ": needs the real NCCL (" + why(call, decision) + "), which is not available";
   }
   return text;
 }

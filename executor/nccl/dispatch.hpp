@@ -20,7 +20,18 @@
 
 namespace loom::nccl {
 
-enum class Call : uint8_t { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll, kGather, kScatter, kSend, kRecv };
+enum class Call : uint8_t {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kGather,
+  kScatter,
+  kSend,
+  kRecv
+};
 std::string_view callName(Call call);  // "AllReduce", ... as in the ncclXxx names
 
 struct CallInfo {
@@ -39,33 +50,33 @@ struct CallInfo {
 
 // What the communicator can do, beside the settings.
 struct Capabilities {
-  bool loom = true;        // Loom's side is up (false: forced to NCCL, or a communicator from a split)
-  bool realNccl = true;    // the real NCCL's communicator is up
-  uint64_t spareBytes = 0; // the send/recv spare buffer (none can be made during CUDA graph capture)
+  bool loom = true;         // Loom's side is up (false: forced to NCCL, or a communicator from a split)
+  bool realNccl = true;     // the real NCCL's communicator is up
+  uint64_t spareBytes = 0;  // the send/recv spare buffer (none can be made during CUDA graph capture)
 };
 
 enum class Route : uint8_t { kNothing, kLocalCopy, kLoom, kForward, kFail };
 std::string_view routeName(Route route);
 
 enum class Reason : uint8_t {
-  kPlan,             // a plan fits
-  kEmpty,            // count 0
+  kPlan,   // a plan fits
+  kEmpty,  // count 0
   kSingleRankInPlace,
   kSingleRankCopy,
-  kCustomOp,         // ncclRedOpCreatePreMulSum's operators
-  kLoomOff,          // Loom's side is not up on this communicator
-  kForced,           // LOOM_NCCL_FORCE_NCCL
-  kNoLoomCollective, // Reduce, Gather, Scatter
+  kCustomOp,          // ncclRedOpCreatePreMulSum's operators
+  kLoomOff,           // Loom's side is not up on this communicator
+  kForced,            // LOOM_NCCL_FORCE_NCCL
+  kNoLoomCollective,  // Reduce, Gather, Scatter
   kGroupedPointToPoint,
   kPointToPointWorld,
   kPointToPointSelf,
   kSpareDuringCapture,
-  kNotListed,        // not in LOOM_NCCL_COLLECTIVES
-  kOpMissing,        // prod, avg
-  kTypeMissing,      // int8, uint8, int64, uint64, float64 in a reduction
-  kBadByteCount,     // a byte count Loom's types do not divide (not reached today: 1-byte types divide all)
+  kNotListed,     // not in LOOM_NCCL_COLLECTIVES
+  kOpMissing,     // prod, avg
+  kTypeMissing,   // int8, uint8, int64, uint64, float64 in a reduction
+  kBadByteCount,  // a byte count Loom's types do not divide (not reached today: 1-byte types divide all)
   kNoPlan,
-  kPlanOpDiffers,    // the plan that fits reduces with another operator
+  kPlanOpDiffers,  // the plan that fits reduces with another operator
 };
 std::string_view reasonName(Reason reason);  // a stable identifier ("no_plan"), for logs and tests
 

@@ -71,7 +71,8 @@ ncclResult_t groupStart() {
   if (group.real != nullptr) {
     const ncclResult_t result = group.real->ncclGroupStart();
     if (result != ncclSuccess) {
-      recordError(nullptr, std::string("ncclGroupStart: the real NCCL's failed: ") + group.real->ncclGetErrorString(result));
+      recordError(nullptr,
+                  std::string("ncclGroupStart: the real NCCL's failed: ") + group.real->ncclGetErrorString(result));
       return result;
     }
   }
@@ -94,14 +95,15 @@ ncclResult_t groupEnd() {
   if (real != nullptr) realResult = real->ncclGroupEnd();
   if (!inits.empty()) connectFinish(inits);
   if (realResult != ncclSuccess && realResult != ncclInProgress) {
-    throw Failure(realResult, std::string("the real NCCL's ncclGroupEnd failed: ") + real->ncclGetErrorString(realResult) +
-                                  ": " + real->ncclGetLastError(nullptr));
+    throw Failure(realResult, std::string("the real NCCL's ncclGroupEnd failed: ") +
+                                  real->ncclGetErrorString(realResult) + ": " + real->ncclGetLastError(nullptr));
   }
   return runHeld(calls);
 }
 
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo) {
-  if (group.depth == 0) throw Failure(ncclInvalidUsage, "no group is open (ncclGroupSimulateEnd without ncclGroupStart)");
+  if (group.depth == 0)
+    throw Failure(ncclInvalidUsage, "no group is open (ncclGroupSimulateEnd without ncclGroupStart)");
   if (!group.inits.empty() && group.depth == 1) {
     throw Failure(ncclInvalidUsage, "ncclGroupSimulateEnd: the group creates communicators, which cannot be simulated");
   }

@@ -38,11 +38,16 @@ std::string expand(const std::string& pattern) {
 
 const char* levelName(LogLevel value) {
   switch (value) {
-    case LogLevel::kVersion: return "VERSION";
-    case LogLevel::kWarn: return "WARN";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kTrace: return "TRACE";
-    case LogLevel::kNone: break;
+    case LogLevel::kVersion:
+      return "VERSION";
+    case LogLevel::kWarn:
+      return "WARN";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kTrace:
+      return "TRACE";
+    case LogLevel::kNone:
+      break;
   }
   return "";
 }
@@ -60,7 +65,9 @@ void configureLog(const Settings& settings) {
   });
 }
 
-bool logEnabled(LogLevel wanted) { return wanted != LogLevel::kNone && level.load(std::memory_order_relaxed) >= wanted; }
+bool logEnabled(LogLevel wanted) {
+  return wanted != LogLevel::kNone && level.load(std::memory_order_relaxed) >= wanted;
+}
 
 void logLine(LogLevel wanted, int device, const std::string& message) {
   if (!logEnabled(wanted)) return;

@@ -3,9 +3,8 @@
 // (group.hpp), and turns every failure into an ncclResult_t with a text for ncclGetLastError. Each
 // ncclX has its pncclX twin, as in NCCL, for profilers that interpose on the nccl names.
 
-#include <nccl.h>
-
 #include <cuda_runtime.h>
+#include <nccl.h>
 
 #include <cstring>
 #include <memory>
@@ -64,8 +63,10 @@ const char* byteOffset(const void* base, uint64_t bytes) { return static_cast<co
 // The real NCCL's communicator of `comm`, for calls that only it can do.
 ncclComm_t realCommFor(const ncclComm& comm, const char* function) {
   if (comm.realComm == nullptr) {
-    throw Failure(ncclInvalidUsage, std::string(function) + " is the real NCCL's, which is not available on this "
-                                                            "communicator: " + comm.realMissing);
+    throw Failure(ncclInvalidUsage, std::string(function) +
+                                        " is the real NCCL's, which is not available on this "
+                                        "communicator: " +
+                                        comm.realMissing);
   }
   return comm.realComm;
 }
@@ -143,8 +144,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   return initRank("ncclCommInitRank", comm, nranks, commId, rank, nullptr);
 }
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
-                                    ncclConfig_t* config) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
   return initRank("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
 }
 
@@ -179,7 +179,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return guarded("ncclCommFinalize", comm, [&] {
     ncclComm& self = need(comm);
-    if (self.realComm != nullptr) loom::nccl::checkReal(self, self.real->ncclCommFinalize(self.realComm), "ncclCommFinalize");
+    if (self.realComm != nullptr)
+      loom::nccl::checkReal(self, self.real->ncclCommFinalize(self.realComm), "ncclCommFinalize");
     return ncclSuccess;
   });
 }
@@ -250,9 +251,10 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
   return guarded("ncclCommWindowRegister", comm, [&] {
     ncclComm& self = need(comm);
     ncclComm_t real = realCommFor(self, "ncclCommWindowRegister");
-    loom::nccl::checkReal(
-        self, needFunction(self, self.real->ncclCommWindowRegister, "ncclCommWindowRegister")(real, buff, size, win, winFlags),
-        "ncclCommWindowRegister");
+    loom::nccl::checkReal(self,
+                          needFunction(self, self.real->ncclCommWindowRegister, "ncclCommWindowRegister")(
+                              real, buff, size, win, winFlags),
+                          "ncclCommWindowRegister");
     return ncclSuccess;
   });
 }
@@ -271,15 +273,24 @@ ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
 
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with LOOM_NCCL_DEBUG=WARN for details)";
-    case ncclSystemError: return "unhandled system error (run with LOOM_NCCL_DEBUG=WARN for details)";
-    case ncclInternalError: return "internal error (run with LOOM_NCCL_DEBUG=WARN for details)";
-    case ncclInvalidArgument: return "invalid argument (run with LOOM_NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with LOOM_NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with LOOM_NCCL_DEBUG=WARN for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with LOOM_NCCL_DEBUG=WARN for details)";
+    case ncclInternalError:
+      return "internal error (run with LOOM_NCCL_DEBUG=WARN for details)";
+    case ncclInvalidArgument:
+      return "invalid argument (run with LOOM_NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with LOOM_NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
   }
 }
 
@@ -366,7 +377,8 @@ ncclResult_t ncclMemFree(void* ptr) {
       return real->ncclMemFree(ptr);
     }
     const cudaError_t status = cudaFree(ptr);
-    if (status != cudaSuccess) throw Failure(ncclUnhandledCudaError, std::string("cudaFree: ") + cudaGetErrorString(status));
+    if (status != cudaSuccess)
+      throw Failure(ncclUnhandledCudaError, std::string("cudaFree: ") + cudaGetErrorString(status));
     return ncclSuccess;
   });
 }
@@ -557,14 +569,15 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
 #define LOOM_NCCL_PROFILING_ALIAS(name) decltype(name) p##name __attribute__((alias(#name)));
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-#define LOOM_NCCL_API_FUNCTIONS(X)                                                                                  \
-  X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitRankConfig) X(ncclCommInitRankScalable)   \
-  X(ncclCommInitAll) X(ncclCommFinalize) X(ncclCommDestroy) X(ncclCommAbort) X(ncclCommSplit) X(ncclGetErrorString) \
-  X(ncclGetLastError) X(ncclResetDebugInit) X(ncclCommGetAsyncError) X(ncclCommCount) X(ncclCommCuDevice)          \
-  X(ncclCommUserRank) X(ncclCommRegister) X(ncclCommDeregister) X(ncclMemAlloc) X(ncclMemFree)                      \
-  X(ncclRedOpCreatePreMulSum) X(ncclRedOpDestroy) X(ncclAllReduce) X(ncclAllGather) X(ncclReduceScatter)           \
-  X(ncclBroadcast) X(ncclBcast) X(ncclReduce) X(ncclSend) X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd)            \
-  X(ncclGroupSimulateEnd)
+#define LOOM_NCCL_API_FUNCTIONS(X)                                                                                \
+  X(ncclGetVersion)                                                                                               \
+  X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitRankConfig) X(ncclCommInitRankScalable) X(ncclCommInitAll) \
+      X(ncclCommFinalize) X(ncclCommDestroy) X(ncclCommAbort) X(ncclCommSplit) X(ncclGetErrorString)              \
+          X(ncclGetLastError) X(ncclResetDebugInit) X(ncclCommGetAsyncError) X(ncclCommCount) X(ncclCommCuDevice) \
+              X(ncclCommUserRank) X(ncclCommRegister) X(ncclCommDeregister) X(ncclMemAlloc) X(ncclMemFree)        \
+                  X(ncclRedOpCreatePreMulSum) X(ncclRedOpDestroy) X(ncclAllReduce) X(ncclAllGather)               \
+                      X(ncclReduceScatter) X(ncclBroadcast) X(ncclBcast) X(ncclReduce) X(ncclSend) X(ncclRecv)    \
+                          X(ncclGroupStart) X(ncclGroupEnd) X(ncclGroupSimulateEnd)
 LOOM_NCCL_API_FUNCTIONS(LOOM_NCCL_PROFILING_ALIAS)
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
 LOOM_NCCL_PROFILING_ALIAS(ncclCommShrink)

@@ -58,13 +58,15 @@ std::string ranksText(const std::vector<int>& ranks) {
 // Loom's side, and the real NCCL's id from rank 0: every rank must have the real library, or
 // nobody forwards (a forwarded call would wait for ranks that cannot take part).
 void connectLoomSide(ncclComm& comm) {
-  if (!comm.settings.cpuBackend) checkCuda(cudaSetDevice(comm.cudaDevice), "cudaSetDevice(" + std::to_string(comm.cudaDevice) + ")");
+  if (!comm.settings.cpuBackend)
+    checkCuda(cudaSetDevice(comm.cudaDevice), "cudaSetDevice(" + std::to_string(comm.cudaDevice) + ")");
   comm.bootstrap = std::make_shared<Bootstrap>(comm.rank, comm.worldSize, *comm.id);
   if (comm.settings.forceNccl) {
     comm.loomMissing = "LOOM_NCCL_FORCE_NCCL is set";
   } else {
-    comm.communicator = std::make_shared<Communicator>(comm.bootstrap, IbConfig::fromEnvironment(),
-                                                       comm.settings.cpuBackend ? Communicator::kHostOnly : comm.cudaDevice);
+    comm.communicator =
+        std::make_shared<Communicator>(comm.bootstrap, IbConfig::fromEnvironment(),
+                                       comm.settings.cpuBackend ? Communicator::kHostOnly : comm.cudaDevice);
     comm.executor = std::make_unique<Executor>(comm.communicator);
     comm.ranksPerNode = uint32_t(comm.communicator->localWorldSize());
   }
@@ -155,16 +157,17 @@ void agreeOnRealSide(ncclComm& comm) {
 
 void reportReady(const ncclComm& comm) {
   if (comm.settings.forceNccl && comm.realComm == nullptr) {
-    throw Failure(ncclInvalidUsage, "LOOM_NCCL_FORCE_NCCL is set but the real NCCL is not available: " + comm.realMissing);
+    throw Failure(ncclInvalidUsage,
+                  "LOOM_NCCL_FORCE_NCCL is set but the real NCCL is not available: " + comm.realMissing);
   }
   const std::string who = "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize);
   const std::string loom = comm.executor ? "Loom plans on (" + std::to_string(PlanRegistry::global().list().size()) +
                                                " registered, " + std::to_string(comm.ranksPerNode) + " ranks per node" +
                                                (comm.settings.cpuBackend ? ", CPU backend" : "") + ")"
                                          : "Loom off (" + comm.loomMissing + ")";
-  const std::string real = comm.realComm ? "forwarding to " + comm.real->path + " (NCCL " +
-                                               std::to_string(comm.real->version) + ")"
-                                         : "no forwarding (" + comm.realMissing + ")";
+  const std::string real =
+      comm.realComm ? "forwarding to " + comm.real->path + " (NCCL " + std::to_string(comm.real->version) + ")"
+                    : "no forwarding (" + comm.realMissing + ")";
   logLine(LogLevel::kInfo, comm.cudaDevice, "ncclCommInitRank " + who + ": " + loom + ", " + real);
   if (comm.realComm == nullptr && comm.settings.library != "none") {
     logLine(LogLevel::kWarn, comm.cudaDevice,
@@ -172,8 +175,9 @@ void reportReady(const ncclComm& comm) {
   }
   if (comm.executor && PlanRegistry::global().list().empty()) {
     logLine(LogLevel::kWarn, comm.cudaDevice,
-            who + ": no Loom plans are registered (run `loom install-plans`, or check LOOM_CACHE_DIR); "
-                  "every call goes to NCCL");
+            who +
+                ": no Loom plans are registered (run `loom install-plans`, or check LOOM_CACHE_DIR); "
+                "every call goes to NCCL");
   }
 }
 
@@ -182,8 +186,8 @@ void forward(ncclComm& comm, const PendingCall& call) {
   const CallInfo& info = call.info;
   auto need = [&](auto function, const char* name) {
     if (function == nullptr) {
-      throw Failure(ncclInvalidUsage, "the real NCCL (" + real.path + ", version " + std::to_string(real.version) +
-                                          ") has no " + name);
+      throw Failure(ncclInvalidUsage,
+                    "the real NCCL (" + real.path + ", version " + std::to_string(real.version) + ") has no " + name);
     }
     return function;
   };
@@ -197,7 +201,8 @@ void forward(ncclComm& comm, const PendingCall& call) {
       break;
     case Call::kAllGather:
       name = "ncclAllGather";
-      result = need(real.ncclAllGather, name)(call.send, call.recv, info.count, info.dataType, comm.realComm, call.stream);
+      result =
+          need(real.ncclAllGather, name)(call.send, call.recv, info.count, info.dataType, comm.realComm, call.stream);
       break;
     case Call::kReduceScatter:
       name = "ncclReduceScatter";
@@ -208,8 +213,8 @@ void forward(ncclComm& comm, const PendingCall& call) {
       // Bcast comes here as Broadcast(buff, buff): the real ncclBcast would call ncclBroadcast through
       // the symbol table, which may lead back into this library.
       name = "ncclBroadcast";
-      result = need(real.ncclBroadcast, name)(call.send, call.recv, info.count, info.dataType, info.root,
-                                              comm.realComm, call.stream);
+      result = need(real.ncclBroadcast, name)(call.send, call.recv, info.count, info.dataType, info.root, comm.realComm,
+                                              call.stream);
       break;
     case Call::kReduce:
       name = "ncclReduce";
@@ -219,7 +224,8 @@ void forward(ncclComm& comm, const PendingCall& call) {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
     case Call::kAllToAll:
       name = "ncclAlltoAll";
-      result = need(real.ncclAlltoAll, name)(call.send, call.recv, info.count, info.dataType, comm.realComm, call.stream);
+      result =
+          need(real.ncclAlltoAll, name)(call.send, call.recv, info.count, info.dataType, comm.realComm, call.stream);
       break;
     case Call::kGather:
       name = "ncclGather";
@@ -234,7 +240,8 @@ void forward(ncclComm& comm, const PendingCall& call) {
 #else
     case Call::kAllToAll:
     case Call::kGather:
-    case Call::kScatter: throw Failure(ncclInvalidUsage, "not in this nccl.h");
+    case Call::kScatter:
+      throw Failure(ncclInvalidUsage, "not in this nccl.h");
 #endif
     case Call::kSend:
       name = "ncclSend";
@@ -252,8 +259,8 @@ uint64_t logKey(const CallInfo& info, const Decision& decision) {
   const uint64_t bytes = info.count * ncclTypeBytes(info.dataType);
   // Buckets are powers of two with the sizes just below them: (2^(k-1), 2^k].
   const uint64_t bucket = bytes == 0 ? 0 : std::bit_width(bytes - 1);
-  uint64_t key = uint64_t(info.call) | bucket << 8 | uint64_t(decision.route) << 16 |
-                 uint64_t(decision.reason) << 24 | uint64_t(info.inplace) << 32 | uint64_t(info.capturing) << 33;
+  uint64_t key = uint64_t(info.call) | bucket << 8 | uint64_t(decision.route) << 16 | uint64_t(decision.reason) << 24 |
+                 uint64_t(info.inplace) << 32 | uint64_t(info.capturing) << 33;
   if (decision.plan) key ^= decision.plan->contentHash * 0x9E3779B97F4A7C15ull;
   return key;
 }
@@ -263,8 +270,8 @@ void note(ncclComm& comm, const CallInfo& info, const Decision& decision) {
   if (!logEnabled(LogLevel::kInfo)) return;
   const bool first = comm.logged.insert(logKey(info, decision)).second;
   if (!first && !logEnabled(LogLevel::kTrace)) return;
-  const std::string text = "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize) + " " +
-                           describe(info, decision);
+  const std::string text =
+      "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize) + " " + describe(info, decision);
   logLine(first ? LogLevel::kInfo : LogLevel::kTrace, comm.cudaDevice, text);
 }
 
@@ -343,8 +350,9 @@ void destroy(ncclComm* comm, bool abort) {
 void checkReal(const ncclComm& comm, ncclResult_t result, const char* function) {
   if (result == ncclSuccess || result == ncclInProgress) return;
   const char* detail = comm.real->ncclGetLastError(comm.realComm);
-  throw Failure(result, std::string("the real NCCL's ") + function + " failed: " +
-                            comm.real->ncclGetErrorString(result) + (detail && *detail ? std::string(": ") + detail : ""));
+  throw Failure(result, std::string("the real NCCL's ") + function +
+                            " failed: " + comm.real->ncclGetErrorString(result) +
+                            (detail && *detail ? std::string(": ") + detail : ""));
 }
 
 ncclResult_t run(ncclComm* comm, PendingCall call) {
@@ -360,12 +368,16 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
   Decision decision = decide(info, comm->settings, comm->capabilities(), PlanRegistry::global());
   note(*comm, info, decision);
   switch (decision.route) {
-    case Route::kNothing: return ncclSuccess;
+    case Route::kNothing:
+      return ncclSuccess;
     case Route::kLocalCopy:
       localCopy(*comm, call.recv, call.send, info.count * ncclTypeBytes(info.dataType), call.stream);
       return ncclSuccess;
-    case Route::kForward: forward(*comm, call); return ncclSuccess;
-    case Route::kFail: throw Failure(ncclInvalidUsage, describe(info, decision) + ": " + comm->realMissing);
+    case Route::kForward:
+      forward(*comm, call);
+      return ncclSuccess;
+    case Route::kFail:
+      throw Failure(ncclInvalidUsage, describe(info, decision) + ": " + comm->realMissing);
     case Route::kLoom:
       if (info.grouped) {
         holdCall(comm, call, decision);

@@ -12,17 +12,18 @@
 namespace loom::nccl {
 
 // Every function of nccl.h that a forwarded call may reach.
-#define LOOM_REAL_NCCL_BASE(X)                                                                               \
-  X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommInitRank) X(ncclCommFinalize)    \
-  X(ncclCommDestroy) X(ncclCommAbort) X(ncclCommSplit) X(ncclGetErrorString) X(ncclGetLastError)          \
-  X(ncclCommGetAsyncError) X(ncclCommCount) X(ncclCommCuDevice) X(ncclCommUserRank) X(ncclCommRegister)   \
-  X(ncclCommDeregister) X(ncclMemAlloc) X(ncclMemFree) X(ncclRedOpCreatePreMulSum) X(ncclRedOpDestroy)    \
-  X(ncclReduce) X(ncclBroadcast) X(ncclAllReduce) X(ncclReduceScatter) X(ncclAllGather) X(ncclSend)       \
-  X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd) X(ncclCommInitRankScalable) X(ncclGroupSimulateEnd)
+#define LOOM_REAL_NCCL_BASE(X)                                                                                    \
+  X(ncclGetVersion)                                                                                               \
+  X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommInitRank) X(ncclCommFinalize) X(ncclCommDestroy)         \
+      X(ncclCommAbort) X(ncclCommSplit) X(ncclGetErrorString) X(ncclGetLastError) X(ncclCommGetAsyncError)        \
+          X(ncclCommCount) X(ncclCommCuDevice) X(ncclCommUserRank) X(ncclCommRegister) X(ncclCommDeregister)      \
+              X(ncclMemAlloc) X(ncclMemFree) X(ncclRedOpCreatePreMulSum) X(ncclRedOpDestroy) X(ncclReduce)        \
+                  X(ncclBroadcast) X(ncclAllReduce) X(ncclReduceScatter) X(ncclAllGather) X(ncclSend) X(ncclRecv) \
+                      X(ncclGroupStart) X(ncclGroupEnd) X(ncclCommInitRankScalable) X(ncclGroupSimulateEnd)
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
-#define LOOM_REAL_NCCL_RECENT(X)                                                                             \
-  X(ncclCommRevoke) X(ncclCommShrink) X(ncclCommWindowRegister) X(ncclCommWindowDeregister) X(ncclAlltoAll) \
-  X(ncclGather) X(ncclScatter)
+#define LOOM_REAL_NCCL_RECENT(X) \
+  X(ncclCommRevoke)              \
+  X(ncclCommShrink) X(ncclCommWindowRegister) X(ncclCommWindowDeregister) X(ncclAlltoAll) X(ncclGather) X(ncclScatter)
 #else
 #define LOOM_REAL_NCCL_RECENT(X)
 #endif

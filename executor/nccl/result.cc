@@ -22,12 +22,17 @@ void copyText(char* out, size_t size, const std::string& text) {
 
 ncclResult_t resultOf(ErrorCategory category) {
   switch (category) {
-    case ErrorCategory::kInvalidArgument: return ncclInvalidArgument;
-    case ErrorCategory::kInvalidPlan: return ncclInvalidUsage;
+    case ErrorCategory::kInvalidArgument:
+      return ncclInvalidArgument;
+    case ErrorCategory::kInvalidPlan:
+      return ncclInvalidUsage;
     case ErrorCategory::kTimeout:
-    case ErrorCategory::kTransport: return ncclRemoteError;
-    case ErrorCategory::kCuda: return ncclUnhandledCudaError;
-    case ErrorCategory::kSystem: return ncclSystemError;
+    case ErrorCategory::kTransport:
+      return ncclRemoteError;
+    case ErrorCategory::kCuda:
+      return ncclUnhandledCudaError;
+    case ErrorCategory::kSystem:
+      return ncclSystemError;
   }
   return ncclInternalError;
 }

@@ -2,12 +2,13 @@
 // from the bundled set, a local copy, nothing, or the real NCCL) and why; the strict environment
 // variables; the ncclUniqueId format.
 
+#include "dispatch.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 
-#include "dispatch.hpp"
 #include "loom/error.hpp"
 #include "loom/plan_registry.hpp"
 #include "settings.hpp"
@@ -26,7 +27,8 @@ PlanRegistry& bundled() {
   return *registry;
 }
 
-CallInfo call(Call kind, uint64_t count, uint32_t world = 8, ncclDataType_t type = ncclFloat32, ncclRedOp_t op = ncclSum) {
+CallInfo call(Call kind, uint64_t count, uint32_t world = 8, ncclDataType_t type = ncclFloat32,
+              ncclRedOp_t op = ncclSum) {
   CallInfo info;
   info.call = kind;
   info.count = count;
@@ -64,7 +66,8 @@ TEST(NcclDispatch, TableOfDecisions) {
   twoNodes.ranksPerNode = 4;
   const Row rows[] = {
       {"all-reduce 1 MiB fp32 on 8 ranks", call(Call::kAllReduce, 1 << 18), Route::kLoom, Reason::kPlan, "allreduce"},
-      {"all-reduce bf16 on 2 ranks", call(Call::kAllReduce, 4096, 2, ncclBfloat16), Route::kLoom, Reason::kPlan, "allreduce"},
+      {"all-reduce bf16 on 2 ranks", call(Call::kAllReduce, 4096, 2, ncclBfloat16), Route::kLoom, Reason::kPlan,
+       "allreduce"},
       {"all-reduce on 2 nodes of 4", twoNodes, Route::kLoom, Reason::kPlan, "allreduce"},
       {"count 0", call(Call::kAllReduce, 0), Route::kNothing, Reason::kEmpty},
       {"one rank, in place", inPlace, Route::kNothing, Reason::kSingleRankInPlace},
@@ -144,9 +147,10 @@ TEST(NcclDispatch, SettingsAndCapabilities) {
 TEST(NcclDispatch, DescribeNamesTheRequest) {
   const CallInfo odd = call(Call::kAllReduce, 1024, 3);
   const std::string text = describe(odd, decide(odd, defaults(), Capabilities{}, bundled()));
-  EXPECT_EQ(text,
-            "AllReduce 1024 x float32 sum out of place: forwarded to NCCL: no Loom plan fits (allreduce, 3 ranks, 3 per "
-            "node, 4 KiB in, out of place)");
+  EXPECT_EQ(
+      text,
+      "AllReduce 1024 x float32 sum out of place: forwarded to NCCL: no Loom plan fits (allreduce, 3 ranks, 3 per "
+      "node, 4 KiB in, out of place)");
 }
 
 TEST(NcclSettings, StrictBooleans) {

@@ -4,7 +4,6 @@
 // makes rank r's init fail, as NCCL fails ranks that share a GPU.
 
 #include <nccl.h>
-
 #include <unistd.h>
 
 #include <atomic>
@@ -169,8 +168,7 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return ncclSuccess;
 }
 
-#define FAKE_COLLECTIVE_ARGS(count, type) \
-  " count=" + std::to_string(count) + " type=" + std::to_string(int(type))
+#define FAKE_COLLECTIVE_ARGS(count, type) " count=" + std::to_string(count) + " type=" + std::to_string(int(type))
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t) {

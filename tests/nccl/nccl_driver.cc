@@ -35,15 +35,24 @@ void say(const std::string& line) {
 
 const char* resultName(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "ncclSuccess";
-    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
-    case ncclSystemError: return "ncclSystemError";
-    case ncclInternalError: return "ncclInternalError";
-    case ncclInvalidArgument: return "ncclInvalidArgument";
-    case ncclInvalidUsage: return "ncclInvalidUsage";
-    case ncclRemoteError: return "ncclRemoteError";
-    case ncclInProgress: return "ncclInProgress";
-    default: return "unknown";
+    case ncclSuccess:
+      return "ncclSuccess";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+    default:
+      return "unknown";
   }
 }
 
@@ -81,11 +90,15 @@ ncclRedOp_t opOf(const std::string& name) {
 
 size_t typeBytes(ncclDataType_t type) {
   switch (type) {
-    case ncclInt8: return 1;
-    case ncclFloat16: return 2;
+    case ncclInt8:
+      return 1;
+    case ncclFloat16:
+      return 2;
     case ncclFloat64:
-    case ncclInt64: return 8;
-    default: return 4;
+    case ncclInt64:
+      return 8;
+    default:
+      return 4;
   }
 }
 
@@ -199,8 +212,9 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     if (r == root) {
       for (size_t i = 0; i < c; ++i) send.set(i, 7.0 + double(i % 11));
     }
-    const ncclResult_t result = name == "bcast" ? ncclBcast(send.at(0), c, type, root, me.comm, nullptr)
-                                                : ncclBroadcast(send.at(0), recv.at(0), c, type, root, me.comm, nullptr);
+    const ncclResult_t result = name == "bcast"
+                                    ? ncclBcast(send.at(0), c, type, root, me.comm, nullptr)
+                                    : ncclBroadcast(send.at(0), recv.at(0), c, type, root, me.comm, nullptr);
     for (size_t i = 0; i < c; ++i) check.expect(recv, 0, i, 7.0 + double(i % 11));
     return result;
   }
@@ -364,7 +378,8 @@ ncclUniqueId idOf(const std::string& hex) {
 int runAll(int size, const std::string& steps) {
   std::vector<ncclComm_t> comms(size_t(size), nullptr);
   const ncclResult_t init = ncclCommInitAll(comms.data(), size, nullptr);
-  say(std::string("initall -> ") + resultName(init) + (init == ncclSuccess ? "" : std::string(" | ") + ncclGetLastError(nullptr)));
+  say(std::string("initall -> ") + resultName(init) +
+      (init == ncclSuccess ? "" : std::string(" | ") + ncclGetLastError(nullptr)));
   if (init != ncclSuccess) return 0;
   std::vector<Rank> ranks(static_cast<size_t>(size));
   std::vector<std::vector<Buffer>> keep(static_cast<size_t>(size));
@@ -376,7 +391,8 @@ int runAll(int size, const std::string& steps) {
     std::vector<Check> checks(static_cast<size_t>(size));
     std::vector<ncclResult_t> results(static_cast<size_t>(size));
     ncclGroupStart();
-    for (int r = 0; r < size; ++r) results[size_t(r)] = runStep(ranks[size_t(r)], split(step, ':'), checks[size_t(r)], keep[size_t(r)]);
+    for (int r = 0; r < size; ++r)
+      results[size_t(r)] = runStep(ranks[size_t(r)], split(step, ':'), checks[size_t(r)], keep[size_t(r)]);
     const ncclResult_t end = ncclGroupEnd();
     say("group end -> " + std::string(resultName(end)));
     for (int r = 0; r < size; ++r) report(ranks[size_t(r)], step, results[size_t(r)], checks[size_t(r)]);
