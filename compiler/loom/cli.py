@@ -159,6 +159,13 @@ def _cmd_install_plans(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_nccl_path(args: argparse.Namespace) -> int:
+    from loom.nccl import nccl_library_path
+
+    print(nccl_library_path())
+    return 0
+
+
 def _cmd_cache_dir(args: argparse.Namespace) -> int:
     from loom.cache import cache_root
 
@@ -251,6 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     cache_dir = sub.add_parser("cache-dir", help="print the cache root ($LOOM_CACHE_DIR, else ~/.cache/loom)")
     cache_dir.set_defaults(run=_cmd_cache_dir)
+
+    nccl_path = sub.add_parser(
+        "nccl-path", help="print the path of libloom_nccl.so, the NCCL API over Loom (LD_PRELOAD it; docs/nccl.md)"
+    )
+    nccl_path.set_defaults(run=_cmd_nccl_path)
     return parser
 
 

@@ -1,0 +1,237 @@
+"""libloom_nccl.so beside plain NCCL, in one run: a torch.distributed all-reduce (float32, sum, in place)
+timed eagerly and replayed from a CUDA graph, with and without the library preloaded, and optionally
+nccl-tests' all_reduce_perf the same two ways. Writes docs/perf/nccl.md (a table and a plot) and the
+raw numbers as JSON:
+
+    python bench/nccl_bench.py --nproc 2                                  # torch only
+    python bench/nccl_bench.py --nproc 1 --nccl-tests ~/nccl-tests/build  # and nccl-tests (-g NPROC)
+
+Each side runs under torchrun in its own processes (the library is put in front with LD_PRELOAD, so
+the program is the same). The target (issue 13): never slower than NCCL at any size; a forwarded
+call costs at most 0.3 us more than NCCL itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nproc", type=int, default=1, help="ranks (GPUs) of the job")
+    parser.add_argument("--min-bytes", type=int, default=1024)
+    parser.add_argument("--max-bytes", type=int, default=1 << 30)
+    parser.add_argument("--calls-per-graph", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--library", default="", help="libloom_nccl.so (default: loom nccl-path)")
+    parser.add_argument("--nccl-tests", default="", help="folder with nccl-tests' all_reduce_perf (built)")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "perf" / "nccl.md"))
+    parser.add_argument("--data", default=str(ROOT / "docs" / "perf" / "data" / "nccl.json"))
+    parser.add_argument("--worker", default="", help=argparse.SUPPRESS)  # inside torchrun: write results here
+    return parser.parse_args()
+
+
+def sizes(args: argparse.Namespace) -> list[int]:
+    out, size = [], args.min_bytes
+    while size <= args.max_bytes:
+        out.append(size)
+        size *= 2
+    return out
+
+
+def worker(args: argparse.Namespace) -> None:
+    import statistics
+
+    import torch
+    import torch.distributed as dist
+
+    sys.path.insert(0, str(ROOT / "compiler"))
+    from loom.cuda_timing import time_graph
+
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    results = []
+    for size in sizes(args):
+        tensor = torch.ones(size // 4, device="cuda")
+        calls = max(5, min(200, (256 << 20) // size))
+        for _ in range(5):
+            dist.all_reduce(tensor)
+        samples = []
+        for _ in range(args.repeats):
+            dist.barrier()
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(calls):
+                dist.all_reduce(tensor)
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1000 / calls)
+        eager = statistics.median(samples)
+        graph = time_graph(lambda t=tensor: dist.all_reduce(t), args.calls_per_graph, args.repeats, dist.barrier)
+        results.append({"bytes": size, "eager_us": eager, "graph_us": graph})
+    if dist.get_rank() == 0:
+        Path(args.worker).write_text(
+            json.dumps(
+                {
+                    "device": torch.cuda.get_device_name(),
+                    "torch": torch.__version__,
+                    "nccl": ".".join(str(part) for part in torch.cuda.nccl.version()),
+                    "results": results,
+                }
+            )
+        )
+    dist.destroy_process_group()
+
+
+def run_torch(args: argparse.Namespace, library: str, preload: bool) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "results.json"
+        env = {**os.environ, "NCCL_NVLS_ENABLE": "0"}
+        if preload:
+            env["LD_PRELOAD"] = library
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.nproc}"]
+        command += [
+            __file__,
+            "--worker",
+            str(out),
+            "--min-bytes",
+            str(args.min_bytes),
+            "--max-bytes",
+            str(args.max_bytes),
+        ]
+        command += ["--calls-per-graph", str(args.calls_per_graph), "--repeats", str(args.repeats)]
+        subprocess.run(command, check=True, env=env, timeout=3600)
+        return json.loads(out.read_text())
+
+
+def run_nccl_tests(args: argparse.Namespace, library: str, preload: bool) -> list[dict]:
+    program = Path(args.nccl_tests) / "all_reduce_perf"
+    env = {**os.environ, "NCCL_NVLS_ENABLE": "0"}
+    if preload:
+        env["LD_PRELOAD"] = library
+    command = [str(program), "-b", str(args.min_bytes), "-e", str(args.max_bytes), "-f", "2", "-g", str(args.nproc)]
+    command += ["-c", "1"]
+    output = subprocess.run(command, check=True, env=env, capture_output=True, text=True, timeout=3600).stdout
+    rows = []
+    for line in output.splitlines():
+        fields = line.split()
+        # size count type redop root | time algbw busbw #wrong (out of place) | the same in place
+        if len(fields) >= 13 and re.fullmatch(r"\d+", fields[0]):
+            rows.append(
+                {
+                    "bytes": int(fields[0]),
+                    "out_of_place_us": float(fields[5]),
+                    "out_of_place_wrong": fields[8],
+                    "in_place_us": float(fields[9]),
+                    "in_place_wrong": fields[12],
+                }
+            )
+    return rows
+
+
+def human(size: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size} {unit}"
+        size //= 1024
+    return str(size)
+
+
+def write_report(args: argparse.Namespace, data: dict) -> None:
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plain, loom = data["torch"]["nccl"], data["torch"]["loom"]
+    lines = [
+        "# libloom_nccl.so beside NCCL",
+        "",
+        f"`python bench/nccl_bench.py --nproc {args.nproc}` on {data['date']}: {args.nproc} x {plain['device']},"
+        f" torch {plain['torch']}, NCCL {plain['nccl']}. torch.distributed all-reduce, float32, sum, in place;"
+        " median microseconds per call (eager: back-to-back calls; graph: calls replayed from one CUDA graph).",
+        "Ratio: NCCL's time over the preloaded library's (above 1: the library is faster).",
+        "",
+        "| size | NCCL eager | Loom eager | ratio | NCCL graph | Loom graph | ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for a, b in zip(plain["results"], loom["results"], strict=True):
+        lines.append(
+            f"| {human(a['bytes'])} | {a['eager_us']:.2f} | {b['eager_us']:.2f} | {a['eager_us'] / b['eager_us']:.2f} |"
+            f" {a['graph_us']:.2f} | {b['graph_us']:.2f} | {a['graph_us'] / b['graph_us']:.2f} |"
+        )
+    if data.get("nccl_tests"):
+        lines += [
+            "",
+            f"nccl-tests `all_reduce_perf -g {args.nproc} -c 1`: microseconds out of place / in place, and"
+            " the elements its check found wrong:",
+            "",
+            "| size | NCCL | Loom | wrong (Loom) |",
+            "|---:|---:|---:|---:|",
+        ]
+        for a, b in zip(data["nccl_tests"]["nccl"], data["nccl_tests"]["loom"], strict=True):
+            lines.append(
+                f"| {human(a['bytes'])} | {a['out_of_place_us']:.2f} / {a['in_place_us']:.2f} |"
+                f" {b['out_of_place_us']:.2f} / {b['in_place_us']:.2f} |"
+                f" {b['out_of_place_wrong']} / {b['in_place_wrong']} |"
+            )
+    lines += ["", "![all-reduce latency](nccl.png)", ""]
+    out.write_text("\n".join(lines))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for axis, key, title in ((axes[0], "eager_us", "eager"), (axes[1], "graph_us", "CUDA graph replay")):
+        for name, run in (("NCCL", plain), ("libloom_nccl.so", loom)):
+            axis.plot([r["bytes"] for r in run["results"]], [r[key] for r in run["results"]], marker="o", label=name)
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.set_xlabel("message bytes")
+        axis.set_title(title)
+        axis.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("microseconds per all-reduce")
+    axes[0].legend()
+    figure.suptitle(f"torch.distributed all-reduce, {args.nproc} x {plain['device']}")
+    figure.tight_layout()
+    figure.savefig(out.with_suffix(".png"), dpi=120)
+
+
+def main() -> None:
+    args = arguments()
+    if args.worker:
+        worker(args)
+        return
+    library = args.library
+    if not library:
+        sys.path.insert(0, str(ROOT / "compiler"))
+        from loom.nccl import nccl_library_path
+
+        library = str(nccl_library_path())
+    data = {
+        "date": datetime.date.today().isoformat(),
+        "nproc": args.nproc,
+        "torch": {"nccl": run_torch(args, library, False), "loom": run_torch(args, library, True)},
+    }
+    if args.nccl_tests:
+        data["nccl_tests"] = {"nccl": run_nccl_tests(args, library, False), "loom": run_nccl_tests(args, library, True)}
+    Path(args.data).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.data).write_text(json.dumps(data, indent=1))
+    write_report(args, data)
+    print(f"wrote {args.out} and {args.data}")
+
+
+if __name__ == "__main__":
+    main()

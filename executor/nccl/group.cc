@@ -1,0 +1,128 @@
+#include "group.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "log.hpp"
+#include "result.hpp"
+
+namespace loom::nccl {
+namespace {
+
+struct Held {
+  ncclComm* comm;
+  PendingCall call;
+  Decision decision;
+};
+
+struct GroupState {
+  int depth = 0;
+  const RealNccl* real = nullptr;  // whose group this one mirrors (set at the outermost start)
+  std::vector<ncclComm*> inits;
+  std::vector<Held> calls;
+};
+
+thread_local GroupState group;
+
+// The calls Loom runs, per communicator in the order they were made (the same on every rank). Calls
+// of several communicators (ranks driven by this one thread) run on a thread per communicator: a
+// Loom call may wait for its peers at setup, and the peers are the other communicators here.
+ncclResult_t runHeld(const std::vector<Held>& calls) {
+  std::vector<ncclComm*> comms;
+  for (const Held& held : calls) {
+    if (std::find(comms.begin(), comms.end(), held.comm) == comms.end()) comms.push_back(held.comm);
+  }
+  std::vector<ncclResult_t> results(comms.size(), ncclSuccess);
+  auto runComm = [&](size_t index) {
+    ncclComm* comm = comms[index];
+    for (const Held& held : calls) {
+      if (held.comm != comm) continue;
+      const ncclResult_t result = guarded("ncclGroupEnd", comm, [&] {
+        if (comms.size() > 1 && !comm->settings.cpuBackend) cudaSetDevice(comm->cudaDevice);
+        runOnLoom(*comm, held.call, held.decision);
+        return ncclSuccess;
+      });
+      if (results[index] == ncclSuccess) results[index] = result;
+    }
+  };
+  if (comms.size() == 1) {
+    runComm(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < comms.size(); ++i) threads.emplace_back(runComm, i);
+    for (auto& thread : threads) thread.join();
+  }
+  for (ncclResult_t result : results) {
+    if (result != ncclSuccess) return result;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+bool inGroup() { return group.depth > 0; }
+
+ncclResult_t groupStart() {
+  if (group.depth == 0) group.real = realNccl();
+  if (group.real != nullptr) {
+    const ncclResult_t result = group.real->ncclGroupStart();
+    if (result != ncclSuccess) {
+      recordError(nullptr,
+                  std::string("ncclGroupStart: the real NCCL's failed: ") + group.real->ncclGetErrorString(result));
+      return result;
+    }
+  }
+  ++group.depth;
+  return ncclSuccess;
+}
+
+ncclResult_t groupEnd() {
+  if (group.depth == 0) throw Failure(ncclInvalidUsage, "no group is open (ncclGroupEnd without ncclGroupStart)");
+  --group.depth;
+  const RealNccl* real = group.real;
+  if (group.depth > 0) return real != nullptr ? real->ncclGroupEnd() : ncclSuccess;
+  std::vector<ncclComm*> inits = std::move(group.inits);
+  std::vector<Held> calls = std::move(group.calls);
+  group.inits.clear();
+  group.calls.clear();
+
+  if (!inits.empty()) connectBegin(inits, real != nullptr);
+  ncclResult_t realResult = ncclSuccess;
+  if (real != nullptr) realResult = real->ncclGroupEnd();
+  if (!inits.empty()) connectFinish(inits);
+  if (realResult != ncclSuccess && realResult != ncclInProgress) {
+    throw Failure(realResult, std::string("the real NCCL's ncclGroupEnd failed: ") +
+                                  real->ncclGetErrorString(realResult) + ": " + real->ncclGetLastError(nullptr));
+  }
+  return runHeld(calls);
+}
+
+ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo) {
+  if (group.depth == 0)
+    throw Failure(ncclInvalidUsage, "no group is open (ncclGroupSimulateEnd without ncclGroupStart)");
+  if (!group.inits.empty() && group.depth == 1) {
+    throw Failure(ncclInvalidUsage, "ncclGroupSimulateEnd: the group creates communicators, which cannot be simulated");
+  }
+  const RealNccl* real = group.real;
+  if (real != nullptr && real->ncclGroupSimulateEnd == nullptr) {
+    throw Failure(ncclInvalidUsage, "the real NCCL (" + real->path + ") has no ncclGroupSimulateEnd");
+  }
+  --group.depth;
+  if (group.depth == 0) {
+    // Simulated, so not run: NCCL does not run them either.
+    group.calls.clear();
+  }
+  return real != nullptr ? real->ncclGroupSimulateEnd(simInfo) : ncclSuccess;
+}
+
+void holdInit(ncclComm* comm) { group.inits.push_back(comm); }
+
+void holdCall(ncclComm* comm, const PendingCall& call, const Decision& decision) {
+  group.calls.push_back(Held{comm, call, decision});
+}
+
+}  // namespace loom::nccl

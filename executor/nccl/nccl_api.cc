@@ -1,0 +1,593 @@
+// The exported NCCL C API (nccl.h of the toolkit this library is built with). Each entry point
+// checks its arguments, hands the work to the communicator (nccl_comm.hpp) or the group
+// (group.hpp), and turns every failure into an ncclResult_t with a text for ncclGetLastError. Each
+// ncclX has its pncclX twin, as in NCCL, for profilers that interpose on the nccl names.
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <memory>
+
+#include "group.hpp"
+#include "log.hpp"
+#include "loom/unique_id.hpp"
+#include "nccl_comm.hpp"
+#include "real_nccl.hpp"
+#include "result.hpp"
+#include "unique_id_format.hpp"
+
+using loom::nccl::Call;
+using loom::nccl::Failure;
+using loom::nccl::guarded;
+using loom::nccl::PendingCall;
+
+namespace {
+
+ncclComm& need(ncclComm_t comm) {
+  if (comm == nullptr) throw Failure(ncclInvalidArgument, "comm: null");
+  return *comm;
+}
+
+PendingCall makeCall(Call call, size_t count, ncclDataType_t type, ncclComm_t comm, cudaStream_t stream) {
+  need(comm);
+  if (int(type) < 0 || int(type) >= int(ncclNumTypes)) {
+    throw Failure(ncclInvalidArgument, "datatype: " + std::to_string(int(type)) + " is not an ncclDataType_t");
+  }
+  PendingCall pending;
+  pending.info.call = call;
+  pending.info.count = count;
+  pending.info.dataType = type;
+  pending.stream = stream;
+  return pending;
+}
+
+void checkOp(ncclRedOp_t op) {
+  // Values from ncclNumOps up are the real NCCL's custom operators (ncclRedOpCreatePreMulSum).
+  if (int(op) < 0) throw Failure(ncclInvalidArgument, "op: " + std::to_string(int(op)) + " is not an ncclRedOp_t");
+}
+
+void checkRank(int value, const ncclComm& comm, const char* what) {
+  if (value < 0 || value >= comm.worldSize) {
+    throw Failure(ncclInvalidArgument, std::string(what) + ": " + std::to_string(value) + " is not a rank of this " +
+                                           std::to_string(comm.worldSize) + "-rank communicator");
+  }
+}
+
+void checkBuffer(const void* buffer, size_t count, const char* what) {
+  if (buffer == nullptr && count > 0) throw Failure(ncclInvalidArgument, std::string(what) + ": null");
+}
+
+const char* byteOffset(const void* base, uint64_t bytes) { return static_cast<const char*>(base) + bytes; }
+
+// The real NCCL's communicator of `comm`, for calls that only it can do.
+ncclComm_t realCommFor(const ncclComm& comm, const char* function) {
+  if (comm.realComm == nullptr) {
+    throw Failure(ncclInvalidUsage, std::string(function) +
+                                        " is the real NCCL's, which is not available on this "
+                                        "communicator: " +
+                                        comm.realMissing);
+  }
+  return comm.realComm;
+}
+
+template <class Function>
+Function needFunction(const ncclComm& comm, Function function, const char* name) {
+  if (function == nullptr) {
+    throw Failure(ncclInvalidUsage, "the real NCCL (" + comm.real->path + ") has no " + std::string(name));
+  }
+  return function;
+}
+
+ncclResult_t initRank(const char* function, ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
+                      const ncclConfig_t* config) {
+  return guarded(function, nullptr, [&] {
+    if (out == nullptr) throw Failure(ncclInvalidArgument, "comm: null");
+    *out = nullptr;
+    std::unique_ptr<ncclComm> comm = loom::nccl::newComm(nranks, rank, id, config);
+    if (loom::nccl::inGroup()) {
+      // Several ranks from one thread: they connect together at ncclGroupEnd.
+      *out = comm.release();
+      loom::nccl::holdInit(*out);
+      return ncclSuccess;
+    }
+    loom::nccl::connectBegin({comm.get()}, false);
+    loom::nccl::connectFinish({comm.get()});
+    *out = comm.release();
+    return ncclSuccess;
+  });
+}
+
+ncclConfig_t blockingConfig(const ncclConfig_t* config) {
+  ncclConfig_t copy = NCCL_CONFIG_INITIALIZER;
+  if (config != nullptr) std::memcpy(&copy, config, std::min(sizeof(copy), config->size));
+  copy.blocking = 1;
+  return copy;
+}
+
+// A communicator the real NCCL made (a split, a shrink): every call on it is forwarded.
+ncclComm_t wrapReal(const ncclComm& parent, ncclComm_t realComm, const char* how) {
+  auto comm = std::make_unique<ncclComm>();
+  comm->settings = parent.settings;
+  comm->real = parent.real;
+  comm->realComm = realComm;
+  comm->loomMissing = std::string("made by ") + how;
+  comm->cudaDevice = parent.cudaDevice;
+  parent.real->ncclCommUserRank(realComm, &comm->rank);
+  parent.real->ncclCommCount(realComm, &comm->worldSize);
+  comm->ready = true;
+  loom::nccl::logLine(loom::nccl::LogLevel::kInfo, comm->cudaDevice,
+                      std::string(how) + ": rank " + std::to_string(comm->rank) + "/" +
+                          std::to_string(comm->worldSize) + ": the real NCCL's communicator; every call forwarded");
+  return comm.release();
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int* version) {
+  if (version == nullptr) return ncclInvalidArgument;
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  return guarded("ncclGetUniqueId", nullptr, [&] {
+    if (uniqueId == nullptr) throw Failure(ncclInvalidArgument, "uniqueId: null");
+    *uniqueId = loom::nccl::encodeUniqueId(loom::UniqueId::create());
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return initRank("ncclCommInitRank", comm, nranks, commId, rank, nullptr);
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
+  return initRank("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
+}
+
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                      ncclConfig_t* config) {
+  if (nId < 1 || commIds == nullptr) return ncclInvalidArgument;
+  // Loom's bootstrap has one root: the first id's (rank 0 made it, in the process of rank 0).
+  return initRank("ncclCommInitRankScalable", newcomm, nranks, commIds[0], myrank, config);
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  return guarded("ncclCommInitAll", nullptr, [&] {
+    if (comms == nullptr) throw Failure(ncclInvalidArgument, "comm: null");
+    if (ndev < 1) throw Failure(ncclInvalidArgument, "ndev: " + std::to_string(ndev) + " (at least 1)");
+    ncclUniqueId id;
+    ncclResult_t result = ncclGetUniqueId(&id);
+    if (result != ncclSuccess) return result;
+    const bool cpu = loom::nccl::settingsFromEnvironment().cpuBackend;
+    int previous = -1;
+    if (!cpu) cudaGetDevice(&previous);
+    result = loom::nccl::groupStart();
+    for (int i = 0; i < ndev && result == ncclSuccess; ++i) {
+      if (!cpu) cudaSetDevice(devlist != nullptr ? devlist[i] : i);
+      result = ncclCommInitRank(&comms[i], ndev, id, i);
+    }
+    const ncclResult_t end = guarded("ncclCommInitAll", nullptr, loom::nccl::groupEnd);
+    if (previous >= 0) cudaSetDevice(previous);
+    return result != ncclSuccess ? result : end;
+  });
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return guarded("ncclCommFinalize", comm, [&] {
+    ncclComm& self = need(comm);
+    if (self.realComm != nullptr)
+      loom::nccl::checkReal(self, self.real->ncclCommFinalize(self.realComm), "ncclCommFinalize");
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  return guarded("ncclCommDestroy", nullptr, [&] {
+    std::unique_ptr<ncclComm> owned(comm);
+    loom::nccl::destroy(comm, false);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  return guarded("ncclCommAbort", nullptr, [&] {
+    std::unique_ptr<ncclComm> owned(comm);
+    loom::nccl::destroy(comm, true);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  return guarded("ncclCommSplit", comm, [&] {
+    ncclComm& self = need(comm);
+    if (newcomm == nullptr) throw Failure(ncclInvalidArgument, "newcomm: null");
+    *newcomm = nullptr;
+    // Delegated: the real NCCL splits its communicator, and the new one forwards every call.
+    ncclComm_t realParent = realCommFor(self, "ncclCommSplit (Loom does not split communicators)");
+    ncclConfig_t copy = blockingConfig(config);
+    ncclComm_t realNew = nullptr;
+    loom::nccl::checkReal(self, self.real->ncclCommSplit(realParent, color, key, &realNew, &copy), "ncclCommSplit");
+    if (realNew != nullptr) *newcomm = wrapReal(self, realNew, "ncclCommSplit");
+    return ncclSuccess;
+  });
+}
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags) {
+  return guarded("ncclCommShrink", comm, [&] {
+    ncclComm& self = need(comm);
+    if (newcomm == nullptr) throw Failure(ncclInvalidArgument, "newcomm: null");
+    *newcomm = nullptr;
+    ncclComm_t realParent = realCommFor(self, "ncclCommShrink (Loom does not shrink communicators)");
+    ncclConfig_t copy = blockingConfig(config);
+    ncclComm_t realNew = nullptr;
+    loom::nccl::checkReal(self,
+                          needFunction(self, self.real->ncclCommShrink, "ncclCommShrink")(
+                              realParent, excludeRanksList, excludeRanksCount, &realNew, &copy, shrinkFlags),
+                          "ncclCommShrink");
+    if (realNew != nullptr) *newcomm = wrapReal(self, realNew, "ncclCommShrink");
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  return guarded("ncclCommRevoke", comm, [&] {
+    ncclComm& self = need(comm);
+    ncclComm_t real = realCommFor(self, "ncclCommRevoke");
+    loom::nccl::checkReal(self, needFunction(self, self.real->ncclCommRevoke, "ncclCommRevoke")(real, revokeFlags),
+                          "ncclCommRevoke");
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
+  return guarded("ncclCommWindowRegister", comm, [&] {
+    ncclComm& self = need(comm);
+    ncclComm_t real = realCommFor(self, "ncclCommWindowRegister");
+    loom::nccl::checkReal(self,
+                          needFunction(self, self.real->ncclCommWindowRegister, "ncclCommWindowRegister")(
+                              real, buff, size, win, winFlags),
+                          "ncclCommWindowRegister");
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  return guarded("ncclCommWindowDeregister", comm, [&] {
+    ncclComm& self = need(comm);
+    ncclComm_t real = realCommFor(self, "ncclCommWindowDeregister");
+    loom::nccl::checkReal(
+        self, needFunction(self, self.real->ncclCommWindowDeregister, "ncclCommWindowDeregister")(real, win),
+        "ncclCommWindowDeregister");
+    return ncclSuccess;
+  });
+}
+#endif
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with LOOM_NCCL_DEBUG=WARN for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with LOOM_NCCL_DEBUG=WARN for details)";
+    case ncclInternalError:
+      return "internal error (run with LOOM_NCCL_DEBUG=WARN for details)";
+    case ncclInvalidArgument:
+      return "invalid argument (run with LOOM_NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with LOOM_NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
+  }
+}
+
+const char* ncclGetLastError(ncclComm_t comm) { return loom::nccl::lastError(comm); }
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+void ncclResetDebugInit() {}
+#pragma GCC diagnostic pop
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  if (comm == nullptr || asyncError == nullptr) return ncclInvalidArgument;
+  ncclResult_t state = comm->asyncError.load();
+  if (state == ncclSuccess && comm->realComm != nullptr) {
+    const ncclResult_t result = comm->real->ncclCommGetAsyncError(comm->realComm, &state);
+    if (result != ncclSuccess) return result;
+  }
+  *asyncError = state;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  if (comm == nullptr || count == nullptr) return ncclInvalidArgument;
+  *count = comm->worldSize;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  if (comm == nullptr || device == nullptr) return ncclInvalidArgument;
+  *device = comm->cudaDevice;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  if (comm == nullptr || rank == nullptr) return ncclInvalidArgument;
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+// Loom registers the buffers of each call itself (once per buffer, cached); a registration is the
+// real NCCL's, for the calls it runs. Without it the handle is the buffer.
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded("ncclCommRegister", comm, [&] {
+    ncclComm& self = need(comm);
+    if (handle == nullptr) throw Failure(ncclInvalidArgument, "handle: null");
+    if (self.realComm == nullptr) {
+      *handle = buff;
+      return ncclSuccess;
+    }
+    loom::nccl::checkReal(self, self.real->ncclCommRegister(self.realComm, buff, size, handle), "ncclCommRegister");
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  return guarded("ncclCommDeregister", comm, [&] {
+    ncclComm& self = need(comm);
+    if (self.realComm != nullptr) {
+      loom::nccl::checkReal(self, self.real->ncclCommDeregister(self.realComm, handle), "ncclCommDeregister");
+    }
+    return ncclSuccess;
+  });
+}
+
+// The real NCCL's allocator when there is one (cuMem memory that both it and Loom can share), else
+// cudaMalloc. The process opens the real library once, so an allocation and its free agree.
+ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  return guarded("ncclMemAlloc", nullptr, [&] {
+    if (ptr == nullptr) throw Failure(ncclInvalidArgument, "ptr: null");
+    if (const auto* real = loom::nccl::realNccl(); real != nullptr && real->ncclMemAlloc != nullptr) {
+      return real->ncclMemAlloc(ptr, size);
+    }
+    const cudaError_t status = cudaMalloc(ptr, size);
+    if (status != cudaSuccess) {
+      throw Failure(ncclUnhandledCudaError, "cudaMalloc(" + std::to_string(size) + "): " + cudaGetErrorString(status));
+    }
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclMemFree(void* ptr) {
+  return guarded("ncclMemFree", nullptr, [&] {
+    if (const auto* real = loom::nccl::realNccl(); real != nullptr && real->ncclMemFree != nullptr) {
+      return real->ncclMemFree(ptr);
+    }
+    const cudaError_t status = cudaFree(ptr);
+    if (status != cudaSuccess)
+      throw Failure(ncclUnhandledCudaError, std::string("cudaFree: ") + cudaGetErrorString(status));
+    return ncclSuccess;
+  });
+}
+
+// Custom operators are the real NCCL's: the values it returns are passed through, and a call that
+// names one is forwarded (dispatch.cc).
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm) {
+  return guarded("ncclRedOpCreatePreMulSum", comm, [&] {
+    ncclComm& self = need(comm);
+    if (op == nullptr) throw Failure(ncclInvalidArgument, "op: null");
+    ncclComm_t real = realCommFor(self, "ncclRedOpCreatePreMulSum (custom operators)");
+    loom::nccl::checkReal(self, self.real->ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, real),
+                          "ncclRedOpCreatePreMulSum");
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  return guarded("ncclRedOpDestroy", comm, [&] {
+    ncclComm& self = need(comm);
+    ncclComm_t real = realCommFor(self, "ncclRedOpDestroy (custom operators)");
+    loom::nccl::checkReal(self, self.real->ncclRedOpDestroy(op, real), "ncclRedOpDestroy");
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclAllReduce", comm, [&] {
+    PendingCall call = makeCall(Call::kAllReduce, count, datatype, comm, stream);
+    checkOp(op);
+    checkBuffer(sendbuff, count, "sendbuff");
+    checkBuffer(recvbuff, count, "recvbuff");
+    call.info.op = op;
+    call.info.inplace = sendbuff == recvbuff;
+    call.send = sendbuff;
+    call.recv = recvbuff;
+    return loom::nccl::run(comm, call);
+  });
+}
+
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclAllGather", comm, [&] {
+    PendingCall call = makeCall(Call::kAllGather, sendcount, datatype, comm, stream);
+    checkBuffer(sendbuff, sendcount, "sendbuff");
+    checkBuffer(recvbuff, sendcount, "recvbuff");
+    const uint64_t bytes = sendcount * loom::nccl::ncclTypeBytes(datatype);
+    call.info.inplace = sendbuff == byteOffset(recvbuff, uint64_t(comm->rank) * bytes);
+    call.send = sendbuff;
+    call.recv = recvbuff;
+    return loom::nccl::run(comm, call);
+  });
+}
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclReduceScatter", comm, [&] {
+    PendingCall call = makeCall(Call::kReduceScatter, recvcount, datatype, comm, stream);
+    checkOp(op);
+    checkBuffer(sendbuff, recvcount, "sendbuff");
+    checkBuffer(recvbuff, recvcount, "recvbuff");
+    const uint64_t bytes = recvcount * loom::nccl::ncclTypeBytes(datatype);
+    call.info.op = op;
+    call.info.inplace = recvbuff == byteOffset(sendbuff, uint64_t(comm->rank) * bytes);
+    call.send = sendbuff;
+    call.recv = recvbuff;
+    return loom::nccl::run(comm, call);
+  });
+}
+
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclBroadcast", comm, [&] {
+    PendingCall call = makeCall(Call::kBroadcast, count, datatype, comm, stream);
+    checkRank(root, *comm, "root");
+    if (comm->rank == root) checkBuffer(sendbuff, count, "sendbuff");
+    checkBuffer(recvbuff, count, "recvbuff");
+    call.info.root = root;
+    call.info.inplace = sendbuff == recvbuff;
+    call.send = sendbuff;
+    call.recv = recvbuff;
+    return loom::nccl::run(comm, call);
+  });
+}
+
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclReduce", comm, [&] {
+    PendingCall call = makeCall(Call::kReduce, count, datatype, comm, stream);
+    checkOp(op);
+    checkRank(root, *comm, "root");
+    checkBuffer(sendbuff, count, "sendbuff");
+    if (comm->rank == root) checkBuffer(recvbuff, count, "recvbuff");
+    call.info.op = op;
+    call.info.root = root;
+    call.info.inplace = sendbuff == recvbuff;
+    call.send = sendbuff;
+    call.recv = recvbuff;
+    return loom::nccl::run(comm, call);
+  });
+}
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream) {
+  return guarded("ncclAlltoAll", comm, [&] {
+    PendingCall call = makeCall(Call::kAllToAll, count, datatype, comm, stream);
+    checkBuffer(sendbuff, count, "sendbuff");
+    checkBuffer(recvbuff, count, "recvbuff");
+    call.info.inplace = sendbuff == recvbuff;
+    call.send = sendbuff;
+    call.recv = recvbuff;
+    return loom::nccl::run(comm, call);
+  });
+}
+
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclGather", comm, [&] {
+    PendingCall call = makeCall(Call::kGather, count, datatype, comm, stream);
+    checkRank(root, *comm, "root");
+    checkBuffer(sendbuff, count, "sendbuff");
+    if (comm->rank == root) checkBuffer(recvbuff, count, "recvbuff");
+    call.info.root = root;
+    call.info.inplace = sendbuff == recvbuff;
+    call.send = sendbuff;
+    call.recv = recvbuff;
+    return loom::nccl::run(comm, call);
+  });
+}
+
+ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclScatter", comm, [&] {
+    PendingCall call = makeCall(Call::kScatter, count, datatype, comm, stream);
+    checkRank(root, *comm, "root");
+    if (comm->rank == root) checkBuffer(sendbuff, count, "sendbuff");
+    checkBuffer(recvbuff, count, "recvbuff");
+    call.info.root = root;
+    call.info.inplace = sendbuff == recvbuff;
+    call.send = sendbuff;
+    call.recv = recvbuff;
+    return loom::nccl::run(comm, call);
+  });
+}
+#endif
+
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  return guarded("ncclSend", comm, [&] {
+    PendingCall call = makeCall(Call::kSend, count, datatype, comm, stream);
+    checkRank(peer, *comm, "peer");
+    checkBuffer(sendbuff, count, "sendbuff");
+    call.info.toSelf = peer == comm->rank;
+    call.send = sendbuff;
+    call.peer = peer;
+    return loom::nccl::run(comm, call);
+  });
+}
+
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  return guarded("ncclRecv", comm, [&] {
+    PendingCall call = makeCall(Call::kRecv, count, datatype, comm, stream);
+    checkRank(peer, *comm, "peer");
+    checkBuffer(recvbuff, count, "recvbuff");
+    call.info.toSelf = peer == comm->rank;
+    call.recv = recvbuff;
+    call.peer = peer;
+    return loom::nccl::run(comm, call);
+  });
+}
+
+ncclResult_t ncclGroupStart() { return guarded("ncclGroupStart", nullptr, loom::nccl::groupStart); }
+ncclResult_t ncclGroupEnd() { return guarded("ncclGroupEnd", nullptr, loom::nccl::groupEnd); }
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  return guarded("ncclGroupSimulateEnd", nullptr, [&] { return loom::nccl::groupSimulateEnd(simInfo); });
+}
+
+// The pnccl names, as NCCL defines them: the same functions under a second name.
+#define LOOM_NCCL_PROFILING_ALIAS(name) decltype(name) p##name __attribute__((alias(#name)));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#define LOOM_NCCL_API_FUNCTIONS(X)                                                                                \
+  X(ncclGetVersion)                                                                                               \
+  X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitRankConfig) X(ncclCommInitRankScalable) X(ncclCommInitAll) \
+      X(ncclCommFinalize) X(ncclCommDestroy) X(ncclCommAbort) X(ncclCommSplit) X(ncclGetErrorString)              \
+          X(ncclGetLastError) X(ncclResetDebugInit) X(ncclCommGetAsyncError) X(ncclCommCount) X(ncclCommCuDevice) \
+              X(ncclCommUserRank) X(ncclCommRegister) X(ncclCommDeregister) X(ncclMemAlloc) X(ncclMemFree)        \
+                  X(ncclRedOpCreatePreMulSum) X(ncclRedOpDestroy) X(ncclAllReduce) X(ncclAllGather)               \
+                      X(ncclReduceScatter) X(ncclBroadcast) X(ncclBcast) X(ncclReduce) X(ncclSend) X(ncclRecv)    \
+                          X(ncclGroupStart) X(ncclGroupEnd) X(ncclGroupSimulateEnd)
+LOOM_NCCL_API_FUNCTIONS(LOOM_NCCL_PROFILING_ALIAS)
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+LOOM_NCCL_PROFILING_ALIAS(ncclCommShrink)
+LOOM_NCCL_PROFILING_ALIAS(ncclCommRevoke)
+LOOM_NCCL_PROFILING_ALIAS(ncclCommWindowRegister)
+LOOM_NCCL_PROFILING_ALIAS(ncclCommWindowDeregister)
+LOOM_NCCL_PROFILING_ALIAS(ncclAlltoAll)
+LOOM_NCCL_PROFILING_ALIAS(ncclGather)
+LOOM_NCCL_PROFILING_ALIAS(ncclScatter)
+#endif
+#pragma GCC diagnostic pop
+
+}  // extern "C"

@@ -1,0 +1,414 @@
+#include "nccl_comm.hpp"
+
+#include <cuda_runtime.h>
+
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <thread>
+
+#include "group.hpp"
+#include "log.hpp"
+#include "loom/error.hpp"
+#include "loom/gpu_buffer.hpp"
+#include "loom/plan_registry.hpp"
+#include "loom/transport.hpp"
+#include "result.hpp"
+#include "unique_id_format.hpp"
+
+namespace loom::nccl {
+namespace {
+
+void checkCuda(cudaError_t status, const std::string& what) {
+  if (status != cudaSuccess) throw Error(ErrorCategory::kCuda, what + ": " + cudaGetErrorString(status));
+}
+
+// Runs `step` for every communicator: on this thread for one, else one thread each (each blocks
+// until its peers, which may be the other threads, arrive).
+void forEach(const std::vector<ncclComm*>& comms, const std::function<void(ncclComm&)>& step) {
+  if (comms.size() == 1) {
+    step(*comms[0]);
+    return;
+  }
+  std::vector<std::exception_ptr> failures(comms.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        step(*comms[i]);
+      } catch (...) {
+        failures[i] = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (auto& failure : failures) {
+    if (failure) std::rethrow_exception(failure);
+  }
+}
+
+std::string ranksText(const std::vector<int>& ranks) {
+  std::string text;
+  for (int rank : ranks) text += (text.empty() ? "" : ", ") + std::to_string(rank);
+  return text;
+}
+
+// Loom's side, and the real NCCL's id from rank 0: every rank must have the real library, or
+// nobody forwards (a forwarded call would wait for ranks that cannot take part).
+void connectLoomSide(ncclComm& comm) {
+  if (!comm.settings.cpuBackend)
+    checkCuda(cudaSetDevice(comm.cudaDevice), "cudaSetDevice(" + std::to_string(comm.cudaDevice) + ")");
+  comm.bootstrap = std::make_shared<Bootstrap>(comm.rank, comm.worldSize, *comm.id);
+  if (comm.settings.forceNccl) {
+    comm.loomMissing = "LOOM_NCCL_FORCE_NCCL is set";
+  } else {
+    comm.communicator =
+        std::make_shared<Communicator>(comm.bootstrap, IbConfig::fromEnvironment(),
+                                       comm.settings.cpuBackend ? Communicator::kHostOnly : comm.cudaDevice);
+    comm.executor = std::make_unique<Executor>(comm.communicator);
+    comm.ranksPerNode = uint32_t(comm.communicator->localWorldSize());
+  }
+
+  std::string whyNot;
+  comm.real = realNccl(&whyNot);
+  const uint8_t mine = comm.real != nullptr ? 1 : 0;
+  const auto have = comm.bootstrap->allGather(std::span<const uint8_t>(&mine, 1));
+  std::vector<int> without;
+  for (int rank = 0; rank < comm.worldSize; ++rank) {
+    if (have[rank].empty() || have[rank][0] == 0) without.push_back(rank);
+  }
+  if (!without.empty()) {
+    comm.realMissing = comm.real == nullptr ? whyNot : "rank(s) " + ranksText(without) + " have no real NCCL";
+    return;
+  }
+  // Rank 0: status byte, then the id or the reason it has none.
+  std::vector<uint8_t> message;
+  if (comm.rank == 0) {
+    ncclUniqueId realId{};
+    const ncclResult_t result = comm.real->ncclGetUniqueId(&realId);
+    if (result == ncclSuccess) {
+      message.push_back(1);
+      message.insert(message.end(), realId.internal, realId.internal + sizeof(realId.internal));
+    } else {
+      const std::string why = std::string("rank 0's real ncclGetUniqueId failed: ") +
+                              comm.real->ncclGetErrorString(result) + ": " + comm.real->ncclGetLastError(nullptr);
+      message.push_back(0);
+      message.insert(message.end(), why.begin(), why.end());
+    }
+  }
+  const auto all = comm.bootstrap->allGather(message);
+  const auto& root = all[0];
+  if (root.empty() || root[0] != 1 || root.size() != 1 + sizeof(ncclUniqueId)) {
+    comm.realMissing = root.size() > 1 ? std::string(root.begin() + 1, root.end()) : "rank 0 sent no real NCCL id";
+    return;
+  }
+  ncclUniqueId realId;
+  std::memcpy(realId.internal, root.data() + 1, sizeof(realId.internal));
+  comm.realId = realId;
+}
+
+void connectRealSide(ncclComm& comm) {
+  if (!comm.realId) return;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  if (comm.config) config = *comm.config;
+  // Loom's side is ready when init returns; the real side must be too (no ncclInProgress to poll).
+  config.blocking = 1;
+  int previous = -1;
+  if (!comm.settings.cpuBackend) {
+    cudaGetDevice(&previous);
+    cudaSetDevice(comm.cudaDevice);
+  }
+  const ncclResult_t result =
+      comm.real->ncclCommInitRankConfig(&comm.realComm, comm.worldSize, *comm.realId, comm.rank, &config);
+  if (previous >= 0) cudaSetDevice(previous);
+  if (result != ncclSuccess && result != ncclInProgress) {
+    comm.realMissing = std::string("the real NCCL's ncclCommInitRankConfig failed: ") +
+                       comm.real->ncclGetErrorString(result) + ": " + comm.real->ncclGetLastError(nullptr);
+    comm.realComm = nullptr;
+  }
+}
+
+// Every rank forwards, or none does.
+void agreeOnRealSide(ncclComm& comm) {
+  if (!comm.realId) return;
+  ncclResult_t state = ncclSuccess;
+  if (comm.realComm != nullptr && comm.real->ncclCommGetAsyncError(comm.realComm, &state) == ncclSuccess &&
+      state != ncclSuccess) {
+    comm.realMissing = std::string("the real NCCL's communicator failed to initialise: ") +
+                       comm.real->ncclGetErrorString(state) + ": " + comm.real->ncclGetLastError(comm.realComm);
+    comm.real->ncclCommAbort(comm.realComm);
+    comm.realComm = nullptr;
+  }
+  const uint8_t mine = comm.realComm != nullptr ? 1 : 0;
+  const auto all = comm.bootstrap->allGather(std::span<const uint8_t>(&mine, 1));
+  std::vector<int> failed;
+  for (int rank = 0; rank < comm.worldSize; ++rank) {
+    if (all[rank].empty() || all[rank][0] == 0) failed.push_back(rank);
+  }
+  if (failed.empty()) return;
+  if (comm.realComm != nullptr) {
+    comm.real->ncclCommAbort(comm.realComm);
+    comm.realComm = nullptr;
+    comm.realMissing = "the real NCCL's communicator failed to initialise on rank(s) " + ranksText(failed);
+  }
+}
+
+void reportReady(const ncclComm& comm) {
+  if (comm.settings.forceNccl && comm.realComm == nullptr) {
+    throw Failure(ncclInvalidUsage,
+                  "LOOM_NCCL_FORCE_NCCL is set but the real NCCL is not available: " + comm.realMissing);
+  }
+  const std::string who = "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize);
+  const std::string loom = comm.executor ? "Loom plans on (" + std::to_string(PlanRegistry::global().list().size()) +
+                                               " registered, " + std::to_string(comm.ranksPerNode) + " ranks per node" +
+                                               (comm.settings.cpuBackend ? ", CPU backend" : "") + ")"
+                                         : "Loom off (" + comm.loomMissing + ")";
+  const std::string real =
+      comm.realComm ? "forwarding to " + comm.real->path + " (NCCL " + std::to_string(comm.real->version) + ")"
+                    : "no forwarding (" + comm.realMissing + ")";
+  logLine(LogLevel::kInfo, comm.cudaDevice, "ncclCommInitRank " + who + ": " + loom + ", " + real);
+  if (comm.realComm == nullptr && comm.settings.library != "none") {
+    logLine(LogLevel::kWarn, comm.cudaDevice,
+            who + ": calls Loom cannot run will fail: the real NCCL is not available: " + comm.realMissing);
+  }
+  if (comm.executor && PlanRegistry::global().list().empty()) {
+    logLine(LogLevel::kWarn, comm.cudaDevice,
+            who +
+                ": no Loom plans are registered (run `loom install-plans`, or check LOOM_CACHE_DIR); "
+                "every call goes to NCCL");
+  }
+}
+
+void forward(ncclComm& comm, const PendingCall& call) {
+  const RealNccl& real = *comm.real;
+  const CallInfo& info = call.info;
+  auto need = [&](auto function, const char* name) {
+    if (function == nullptr) {
+      throw Failure(ncclInvalidUsage,
+                    "the real NCCL (" + real.path + ", version " + std::to_string(real.version) + ") has no " + name);
+    }
+    return function;
+  };
+  ncclResult_t result = ncclSuccess;
+  const char* name = "";
+  switch (info.call) {
+    case Call::kAllReduce:
+      name = "ncclAllReduce";
+      result = need(real.ncclAllReduce, name)(call.send, call.recv, info.count, info.dataType, info.op, comm.realComm,
+                                              call.stream);
+      break;
+    case Call::kAllGather:
+      name = "ncclAllGather";
+      result =
+          need(real.ncclAllGather, name)(call.send, call.recv, info.count, info.dataType, comm.realComm, call.stream);
+      break;
+    case Call::kReduceScatter:
+      name = "ncclReduceScatter";
+      result = need(real.ncclReduceScatter, name)(call.send, call.recv, info.count, info.dataType, info.op,
+                                                  comm.realComm, call.stream);
+      break;
+    case Call::kBroadcast:
+      // Bcast comes here as Broadcast(buff, buff): the real ncclBcast would call ncclBroadcast through
+      // the symbol table, which may lead back into this library.
+      name = "ncclBroadcast";
+      result = need(real.ncclBroadcast, name)(call.send, call.recv, info.count, info.dataType, info.root, comm.realComm,
+                                              call.stream);
+      break;
+    case Call::kReduce:
+      name = "ncclReduce";
+      result = need(real.ncclReduce, name)(call.send, call.recv, info.count, info.dataType, info.op, info.root,
+                                           comm.realComm, call.stream);
+      break;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+    case Call::kAllToAll:
+      name = "ncclAlltoAll";
+      result =
+          need(real.ncclAlltoAll, name)(call.send, call.recv, info.count, info.dataType, comm.realComm, call.stream);
+      break;
+    case Call::kGather:
+      name = "ncclGather";
+      result = need(real.ncclGather, name)(call.send, call.recv, info.count, info.dataType, info.root, comm.realComm,
+                                           call.stream);
+      break;
+    case Call::kScatter:
+      name = "ncclScatter";
+      result = need(real.ncclScatter, name)(call.send, call.recv, info.count, info.dataType, info.root, comm.realComm,
+                                            call.stream);
+      break;
+#else
+    case Call::kAllToAll:
+    case Call::kGather:
+    case Call::kScatter:
+      throw Failure(ncclInvalidUsage, "not in this nccl.h");
+#endif
+    case Call::kSend:
+      name = "ncclSend";
+      result = need(real.ncclSend, name)(call.send, info.count, info.dataType, call.peer, comm.realComm, call.stream);
+      break;
+    case Call::kRecv:
+      name = "ncclRecv";
+      result = need(real.ncclRecv, name)(call.recv, info.count, info.dataType, call.peer, comm.realComm, call.stream);
+      break;
+  }
+  checkReal(comm, result, name);
+}
+
+uint64_t logKey(const CallInfo& info, const Decision& decision) {
+  const uint64_t bytes = info.count * ncclTypeBytes(info.dataType);
+  // Buckets are powers of two with the sizes just below them: (2^(k-1), 2^k].
+  const uint64_t bucket = bytes == 0 ? 0 : std::bit_width(bytes - 1);
+  uint64_t key = uint64_t(info.call) | bucket << 8 | uint64_t(decision.route) << 16 | uint64_t(decision.reason) << 24 |
+                 uint64_t(info.inplace) << 32 | uint64_t(info.capturing) << 33;
+  if (decision.plan) key ^= decision.plan->contentHash * 0x9E3779B97F4A7C15ull;
+  return key;
+}
+
+// Once per collective, size bucket (powers of two) and outcome at INFO; every call at TRACE.
+void note(ncclComm& comm, const CallInfo& info, const Decision& decision) {
+  if (!logEnabled(LogLevel::kInfo)) return;
+  const bool first = comm.logged.insert(logKey(info, decision)).second;
+  if (!first && !logEnabled(LogLevel::kTrace)) return;
+  const std::string text =
+      "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize) + " " + describe(info, decision);
+  logLine(first ? LogLevel::kInfo : LogLevel::kTrace, comm.cudaDevice, text);
+}
+
+void* spareOf(ncclComm& comm, uint64_t bytes) {
+  if (comm.spareBytes < bytes) {
+    std::shared_ptr<void> spare;
+    if (comm.settings.cpuBackend) {
+      const uint64_t rounded = (bytes + 63) / 64 * 64;
+      spare = std::shared_ptr<void>(std::aligned_alloc(64, rounded), [](void* p) { std::free(p); });
+      if (!spare) throw std::bad_alloc();
+    } else {
+      auto buffer = std::make_shared<GpuBuffer>(bytes);
+      spare = std::shared_ptr<void>(buffer, buffer->data());
+    }
+    comm.spares.push_back(spare);
+    comm.spareBytes = bytes;
+  }
+  return comm.spares.back().get();
+}
+
+}  // namespace
+
+std::unique_ptr<ncclComm> newComm(int worldSize, int rank, const ncclUniqueId& id, const ncclConfig_t* config) {
+  if (worldSize < 1) throw Failure(ncclInvalidArgument, "nranks: " + std::to_string(worldSize) + " (at least 1)");
+  if (rank < 0 || rank >= worldSize) {
+    throw Failure(ncclInvalidArgument,
+                  "rank: " + std::to_string(rank) + " is not in 0.." + std::to_string(worldSize - 1));
+  }
+  auto comm = std::make_unique<ncclComm>();
+  comm->settings = settingsFromEnvironment();
+  configureLog(comm->settings);
+  comm->id = decodeUniqueId(id);
+  comm->rank = rank;
+  comm->worldSize = worldSize;
+  if (config != nullptr) {
+    ncclConfig_t copy = NCCL_CONFIG_INITIALIZER;
+    std::memcpy(&copy, config, std::min(sizeof(copy), config->size));
+    comm->config = copy;
+  }
+  if (!comm->settings.cpuBackend) checkCuda(cudaGetDevice(&comm->cudaDevice), "cudaGetDevice");
+  return comm;
+}
+
+void connectBegin(const std::vector<ncclComm*>& comms, bool realGroupOpen) {
+  forEach(comms, connectLoomSide);
+  // Several ranks of this thread: the real NCCL connects them together inside one group.
+  const RealNccl* real = nullptr;
+  for (ncclComm* comm : comms) {
+    if (comm->realId) real = comm->real;
+  }
+  const bool group = real != nullptr && comms.size() > 1 && !realGroupOpen;
+  if (group) checkReal(*comms[0], real->ncclGroupStart(), "ncclGroupStart");
+  for (ncclComm* comm : comms) connectRealSide(*comm);
+  if (group) real->ncclGroupEnd();  // a rank that failed shows in its communicator's async error
+}
+
+void connectFinish(const std::vector<ncclComm*>& comms) {
+  forEach(comms, agreeOnRealSide);
+  for (ncclComm* comm : comms) {
+    reportReady(*comm);
+    comm->ready = true;
+  }
+}
+
+void destroy(ncclComm* comm, bool abort) {
+  if (comm->realComm != nullptr) {
+    abort ? comm->real->ncclCommAbort(comm->realComm) : comm->real->ncclCommDestroy(comm->realComm);
+    comm->realComm = nullptr;
+  }
+  comm->executor.reset();  // waits for the programs in flight
+  comm->communicator.reset();
+  comm->bootstrap.reset();
+  comm->spares.clear();
+}
+
+void checkReal(const ncclComm& comm, ncclResult_t result, const char* function) {
+  if (result == ncclSuccess || result == ncclInProgress) return;
+  const char* detail = comm.real->ncclGetLastError(comm.realComm);
+  throw Failure(result, std::string("the real NCCL's ") + function +
+                            " failed: " + comm.real->ncclGetErrorString(result) +
+                            (detail && *detail ? std::string(": ") + detail : ""));
+}
+
+ncclResult_t run(ncclComm* comm, PendingCall call) {
+  if (comm == nullptr) throw Failure(ncclInvalidArgument, "comm: null");
+  if (!comm->ready) {
+    throw Failure(ncclInvalidUsage, "comm: still being created in the open group; call ncclGroupEnd first");
+  }
+  CallInfo& info = call.info;
+  info.worldSize = uint32_t(comm->worldSize);
+  info.ranksPerNode = comm->ranksPerNode;
+  info.grouped = inGroup();
+  info.capturing = comm->executor && comm->executor->capturing(call.stream);
+  Decision decision = decide(info, comm->settings, comm->capabilities(), PlanRegistry::global());
+  note(*comm, info, decision);
+  switch (decision.route) {
+    case Route::kNothing:
+      return ncclSuccess;
+    case Route::kLocalCopy:
+      localCopy(*comm, call.recv, call.send, info.count * ncclTypeBytes(info.dataType), call.stream);
+      return ncclSuccess;
+    case Route::kForward:
+      forward(*comm, call);
+      return ncclSuccess;
+    case Route::kFail:
+      throw Failure(ncclInvalidUsage, describe(info, decision) + ": " + comm->realMissing);
+    case Route::kLoom:
+      if (info.grouped) {
+        holdCall(comm, call, decision);
+      } else {
+        runOnLoom(*comm, call, decision);
+      }
+      return ncclSuccess;
+  }
+  return ncclInternalError;
+}
+
+void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision) {
+  const CallInfo& info = call.info;
+  const Plan& plan = *decision.plan;
+  void* stream = call.stream;
+  switch (info.call) {
+    case Call::kBroadcast:
+      if (comm.rank == info.root) localCopy(comm, call.recv, call.send, decision.messageBytes, call.stream);
+      comm.executor->execute(plan, call.recv, call.recv, decision.messageBytes, decision.dataType, decision.op, stream);
+      return;
+    case Call::kSend:
+      comm.executor->execute(plan, call.send, spareOf(comm, decision.messageBytes), decision.messageBytes,
+                             decision.dataType, decision.op, stream);
+      return;
+    case Call::kRecv:
+      comm.executor->execute(plan, spareOf(comm, decision.messageBytes), call.recv, decision.messageBytes,
+                             decision.dataType, decision.op, stream);
+      return;
+    default:
+      comm.executor->execute(plan, call.send, call.recv, decision.messageBytes, decision.dataType, decision.op, stream);
+  }
+}
+
+}  // namespace loom::nccl

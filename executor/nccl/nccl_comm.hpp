@@ -1,0 +1,89 @@
+#pragma once
+
+// The communicator the NCCL API hands out (ncclComm_t points at one): Loom's side (bootstrap,
+// communicator, executor) and the real NCCL's communicator, both made from one ncclUniqueId, and
+// how each call on it is run (dispatch.hpp decides; this file carries the decision out).
+
+#include <nccl.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "dispatch.hpp"
+#include "loom/bootstrap.hpp"
+#include "loom/communicator.hpp"
+#include "loom/executor.hpp"
+#include "loom/unique_id.hpp"
+#include "real_nccl.hpp"
+#include "settings.hpp"
+
+struct ncclComm {
+  int rank = 0;
+  int worldSize = 0;
+  int cudaDevice = -1;  // -1 on the CPU backend
+  uint32_t ranksPerNode = 1;
+  loom::nccl::Settings settings;
+
+  std::optional<loom::UniqueId> id;
+  std::optional<ncclConfig_t> config;  // as the caller gave it
+  std::shared_ptr<loom::Bootstrap> bootstrap;
+  std::shared_ptr<loom::Communicator> communicator;  // null when Loom's side is off
+  std::unique_ptr<loom::Executor> executor;
+  std::string loomMissing;  // why Loom's side is off
+
+  const loom::nccl::RealNccl* real = nullptr;  // the real library (null: none)
+  // The real NCCL's own communicator: a handle of the other library, never dereferenced here.
+  ncclComm_t realComm = nullptr;
+  std::optional<ncclUniqueId> realId;  // rank 0's id for it, shared over the bootstrap
+  std::string realMissing;             // why there is no realComm
+
+  bool ready = false;  // a grouped init is ready at ncclGroupEnd
+  std::atomic<ncclResult_t> asyncError{ncclSuccess};
+  std::mutex errorMutex;
+  char lastError[1024] = "";
+  std::unordered_set<uint64_t> logged;  // what the log said once already (dispatch.cc's key)
+  // The far side of a send/recv plan (each rank's input goes to the other's output): the side
+  // without data passes this one. Old ones stay until the communicator goes: programs in flight use them.
+  std::vector<std::shared_ptr<void>> spares;
+  uint64_t spareBytes = 0;
+
+  loom::nccl::Capabilities capabilities() const { return {executor != nullptr, realComm != nullptr, spareBytes}; }
+};
+
+namespace loom::nccl {
+
+// One collective or point-to-point call, with the buffers and stream it names.
+struct PendingCall {
+  CallInfo info;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  int peer = -1;
+  cudaStream_t stream = nullptr;
+};
+
+// A communicator with its arguments checked, not connected yet.
+std::unique_ptr<ncclComm> newComm(int worldSize, int rank, const ncclUniqueId& id, const ncclConfig_t* config);
+// Connects the communicators (several: ranks of this thread, grouped), Loom's side and the real
+// NCCL's: Begin creates both (the real one inside an open real group when `realGroupOpen`, which
+// the caller closes before Finish), Finish makes the ranks agree on forwarding and marks them ready.
+void connectBegin(const std::vector<ncclComm*>& comms, bool realGroupOpen);
+void connectFinish(const std::vector<ncclComm*>& comms);
+// Destroys (abort: without the real NCCL's finalisation) both sides.
+void destroy(ncclComm* comm, bool abort);
+
+// Decides and carries out one call; a Loom call inside a group is held for ncclGroupEnd.
+ncclResult_t run(ncclComm* comm, PendingCall call);
+// Runs a call that dispatch sent to Loom (at once, or from ncclGroupEnd).
+void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision);
+// Throws Failure when the real NCCL returned an error, with its text.
+void checkReal(const ncclComm& comm, ncclResult_t result, const char* function);
+
+// Copies on the call's stream (CPU backend: at once).
+void localCopy(const ncclComm& comm, void* dst, const void* src, uint64_t bytes, cudaStream_t stream);
+
+}  // namespace loom::nccl

@@ -1,0 +1,44 @@
+#pragma once
+
+// The library's environment variables, read when a communicator is created (docs/nccl.md):
+//   LOOM_NCCL_DEBUG        VERSION, WARN, INFO or TRACE (unset: NCCL_DEBUG's level; neither: no log)
+//   LOOM_NCCL_DEBUG_FILE   where the log goes (%h: host name, %p: process id), else stdout as NCCL
+//   LOOM_NCCL_FORCE_NCCL   strict boolean: every call goes to the real NCCL
+//   LOOM_NCCL_COLLECTIVES  comma-separated Loom collectives that may run on Loom; the rest forward
+//   LOOM_NCCL_LIBRARY      path of the real libnccl.so.2; "none": no forwarding at all
+//   LOOM_NCCL_CPU_BACKEND  strict boolean, for tests: Loom's side on the CPU backend, host pointers
+// A variable that is set but malformed is an InvalidArgument error naming it, never a default.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "loom/plan.hpp"
+
+namespace loom::nccl {
+
+enum class LogLevel : uint8_t { kNone, kVersion, kWarn, kInfo, kTrace };
+
+struct Settings {
+  LogLevel logLevel = LogLevel::kNone;
+  std::string logFile;  // empty: stdout
+  bool forceNccl = false;
+  // Bit i set: Collective(i) may run on Loom. All set when LOOM_NCCL_COLLECTIVES is unset.
+  uint32_t loomCollectives = ~0u;
+  std::string library;  // empty: search; "none": no real NCCL
+  bool cpuBackend = false;
+
+  bool allowsOnLoom(Collective collective) const { return (loomCollectives >> uint32_t(collective)) & 1u; }
+};
+
+// Throws loom::Error (InvalidArgument) naming the variable and the values it takes.
+Settings settingsFromEnvironment();
+
+// 1/0, true/false, yes/no, on/off in any case; nullopt for anything else.
+std::optional<bool> parseStrictBoolean(std::string_view text);
+std::optional<LogLevel> parseLogLevel(std::string_view text);
+// "allreduce,allgather": a bit set over Collective; throws naming `variable` for an unknown name.
+uint32_t parseCollectiveList(std::string_view text, const std::string& variable);
+
+}  // namespace loom::nccl

@@ -1,0 +1,346 @@
+"""libloom_nccl.so without a GPU: its exports against nccl.h, and the library driven through the
+NCCL API by tests/nccl/nccl_driver.cc on the CPU backend (LOOM_NCCL_CPU_BACKEND=1), with a stand-in
+NCCL (tests/nccl/fake_nccl.cc) that records what is forwarded to it. Ranks are threads of one
+process, or processes for the unique-id and init flow. Skipped, with the reason, where the library
+was not built (it needs the CUDA toolkit and nccl.h at build time)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("LOOM_BUILD_DIR", ROOT / "build"))
+LIBRARY = BUILD / "executor" / "nccl" / "libloom_nccl.so"
+DRIVER = BUILD / "tests" / "loom_nccl_driver"
+FAKE = BUILD / "tests" / "libfake_nccl.so.2"
+HEADER_FOLDERS = [Path("/usr/local/cuda/include"), Path("/usr/include"), Path("/usr/local/include")]
+TIMEOUT_S = 120
+
+
+def _built(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"{path} was not built (libloom_nccl.so needs the CUDA toolkit and nccl.h at build time)")
+    return path
+
+
+def _header() -> Path:
+    for folder in HEADER_FOLDERS:
+        if (folder / "nccl.h").exists():
+            return folder / "nccl.h"
+    pytest.skip("nccl.h not found")
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("LOOM_NCCL", "NCCL_", "FAKE_NCCL"))}
+    env.update(
+        LOOM_NCCL_CPU_BACKEND="1",
+        LOOM_NCCL_LIBRARY=str(_built(FAKE)),
+        FAKE_NCCL_LOG=str(tmp_path / "fake.log"),
+        LOOM_NCCL_DEBUG="INFO",
+        LOOM_BOOTSTRAP_TIMEOUT_MS="20000",
+    )
+    env.update(extra)
+    return env
+
+
+def _drive(tmp_path: Path, *args: str, **env: str) -> str:
+    done = subprocess.run(
+        [str(_built(DRIVER)), *args], capture_output=True, text=True, timeout=TIMEOUT_S, env=_env(tmp_path, **env)
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"loom_nccl_driver {' '.join(args)} failed ({done.returncode}):\n{output}"
+    return output
+
+
+def _fake_log(tmp_path: Path) -> list[str]:
+    path = tmp_path / "fake.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _results(output: str) -> dict[str, str]:
+    """'rank R STEP -> RESULT...' lines, by 'R STEP'."""
+    found = {}
+    for line in output.splitlines():
+        match = re.match(r"rank (\d+) (\S+) -> (.*)$", line)
+        if match:
+            found[f"{match[1]} {match[2]}"] = match[3]
+    return found
+
+
+def test_exports_are_the_api_of_nccl_h() -> None:
+    declared = set(
+        re.findall(r"^\s*(?:ncclResult_t|const char\s*\*|void)\s+(p?nccl\w+)\s*\(", _header().read_text(), re.M)
+    )
+    assert "ncclAllReduce" in declared and "pncclGroupEnd" in declared, sorted(declared)
+    listing = subprocess.run(
+        ["nm", "-D", "--defined-only", str(_built(LIBRARY))], capture_output=True, text=True, check=True
+    ).stdout
+    exported = {line.split()[-1] for line in listing.splitlines() if line.split()[1:2] in (["T"], ["W"], ["i"])}
+    others = {line.split()[-1] for line in listing.splitlines()} - exported
+    # Every function of nccl.h, nothing else: a preloaded library must not stand in for the host
+    # program's C++ library or CUDA runtime.
+    assert declared - exported == set(), "not exported"
+    assert exported - declared == set(), "exported beyond nccl.h"
+    assert others == set(), "other symbols exported"
+    needed = subprocess.run(["readelf", "-d", str(LIBRARY)], capture_output=True, text=True, check=True).stdout
+    libraries = re.findall(r"NEEDED.*\[(.*)\]", needed)
+    assert not [name for name in libraries if re.match(r"lib(stdc\+\+|cudart|python|loom)", name)], libraries
+
+
+def test_nccl_path_command(capsys: pytest.CaptureFixture[str]) -> None:
+    _built(LIBRARY)
+    from loom.cli import main
+
+    assert main(["nccl-path"]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path.name == "libloom_nccl.so" and path.is_file()
+
+
+STEPS_TWO_RANKS = ";".join(
+    [
+        "allreduce:1024:float32:sum:check",
+        "allreduce:1000:int32:sum:ip:check",
+        "allreduce:64:float32:prod",
+        "allreduce:64:float64:sum",
+        "allgather:256:float32:check",
+        "allgather:100:int32:ip:check",
+        "reducescatter:512:float32:sum:check",
+        "broadcast:300:float32:0:check",
+        "bcast:300:int32:0:check",
+        "broadcast:300:float32:1",
+        "alltoall:64:float32:check",
+        "reduce:16:float32:sum:1",
+        "r0@send:100:float32:1",
+        "r1@recv:100:float32:0:check",
+        "r1@send:77:int32:0",
+        "r0@recv:77:int32:1:check",
+    ]
+)
+
+
+def test_two_ranks_run_on_loom_or_forward(tmp_path: Path) -> None:
+    output = _drive(tmp_path, "threads", "2", STEPS_TWO_RANKS)
+    results = _results(output)
+    for rank in (0, 1):
+        assert results[f"{rank} init"] == "ncclSuccess", output
+        for step in STEPS_TWO_RANKS.split(";"):
+            if "@" in step:
+                if not step.startswith(f"r{rank}@"):
+                    continue
+                step = step.split("@", 1)[1]
+            result = results[f"{rank} {step}"]
+            assert result.startswith("ncclSuccess"), f"rank {rank} {step}: {result}\n{output}"
+            if step.endswith("check"):
+                assert result == "ncclSuccess check ok", f"rank {rank} {step}: {result}\n{output}"
+    assert "Loom plan 'allreduce_allpairs_packet_2r" in output
+    assert (
+        "AllReduce 64 x float32 prod out of place: forwarded to NCCL: Loom reduces with sum, min and max, not prod"
+        in output
+    )
+    assert "forwarded to NCCL: Loom does not reduce float64" in output
+    assert "Broadcast 300 x float32 out of place: forwarded to NCCL: no Loom plan fits (broadcast, 2 ranks" in output
+    assert "Reduce 16 x float32 sum out of place: forwarded to NCCL: Loom has no Reduce collective" in output
+    forwarded = [" ".join(line.split()[1:3]) for line in _fake_log(tmp_path)]
+    for rank in (0, 1):
+        for call in ("ncclAllReduce", "ncclBroadcast", "ncclReduce"):
+            assert f"{call} rank={rank}" in forwarded, forwarded
+    # What Loom ran never reached NCCL.
+    assert not [line for line in _fake_log(tmp_path) if "ncclAllGather" in line or "ncclSend" in line], _fake_log(
+        tmp_path
+    )
+    assert len([line for line in _fake_log(tmp_path) if "ncclAllReduce" in line]) == 4
+
+
+def test_four_ranks(tmp_path: Path) -> None:
+    steps = "allreduce:4096:float32:sum:check;reducescatter:1024:int32:sum:ip:check;allgather:1000:float32:check"
+    results = _results(_drive(tmp_path, "threads", "4", steps))
+    for rank in range(4):
+        for step in steps.split(";"):
+            assert results[f"{rank} {step}"] == "ncclSuccess check ok", results
+
+
+def test_log_once_per_collective_and_size_bucket(tmp_path: Path) -> None:
+    steps = (
+        "allreduce:1024:float32:sum;allreduce:1000:float32:sum;allreduce:1024:float32:sum;allreduce:4096:float32:sum"
+    )
+    output = _drive(tmp_path, "threads", "2", steps)
+    lines = [line for line in output.splitlines() if "LOOM INFO rank 0/2 AllReduce" in line]
+    # 1024 and 1000 floats share a power-of-two bucket; 4096 is another.
+    assert len(lines) == 2, "\n".join(lines)
+    traced = _drive(tmp_path, "threads", "2", steps, LOOM_NCCL_DEBUG="TRACE")
+    assert len([line for line in traced.splitlines() if "rank 0/2 AllReduce" in line]) == 4
+    quiet = _drive(tmp_path, "threads", "2", steps, LOOM_NCCL_DEBUG="WARN")
+    assert "LOOM INFO" not in quiet
+
+
+def test_one_rank_copies_on_the_stream(tmp_path: Path) -> None:
+    steps = ";".join(
+        [
+            "allreduce:100:float32:sum:check",
+            "allreduce:100:float32:sum:ip:check",
+            "allreduce:8:float64:prod",
+            "allgather:64:int32:check",
+            "premulsum",
+        ]
+    )
+    output = _drive(tmp_path, "threads", "1", steps)
+    results = _results(output)
+    assert results["0 allreduce:100:float32:sum:check"] == "ncclSuccess check ok"
+    assert results["0 allgather:64:int32:check"] == "ncclSuccess check ok"
+    assert "AllReduce 8 x float64 prod out of place: a local copy (one rank)" in output
+    assert "AllReduce 100 x float32 sum in place: nothing to do (one rank, in place)" in output
+    log = _fake_log(tmp_path)
+    # Only the custom operator reaches NCCL: it scales, even on one rank.
+    assert [line.split()[1] for line in log if "AllReduce" in line or "RedOp" in line] == [
+        "ncclRedOpCreatePreMulSum",
+        "ncclAllReduce",
+        "ncclRedOpDestroy",
+    ], log
+    assert "op=5" in [line for line in log if "ncclAllReduce" in line][0]
+
+
+def test_unique_id_and_init_across_processes(tmp_path: Path) -> None:
+    steps = "allreduce:64:float32:prod;query;split:0;register;finalize"
+    env = _env(tmp_path)
+    root = subprocess.Popen(
+        [str(_built(DRIVER)), "root", "2", steps], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    first = root.stdout.readline()
+    assert first.startswith("id "), first
+    hexid = first.split()[1]
+    assert bytes.fromhex(hexid)[:8] == b"LOOMNCCL"
+    other = subprocess.run(
+        [str(DRIVER), "rank", hexid, "1", "2", steps], capture_output=True, text=True, timeout=TIMEOUT_S, env=env
+    )
+    root_output = first + root.communicate(timeout=TIMEOUT_S)[0]
+    output = root_output + other.stdout + other.stderr
+    assert root.returncode == 0 and other.returncode == 0, output
+    results = _results(output)
+    for rank in (0, 1):
+        for step in ["init", *steps.split(";"), "destroy"]:
+            assert results[f"{rank} {step}"] == "ncclSuccess", output
+    assert "rank 1 query count=2 rank=1 device=-1 async=ncclSuccess" in output
+    assert "rank 0 split child 0/1" in output and "rank 0 split child allreduce -> ncclSuccess" in output
+    log = _fake_log(tmp_path)
+    # Rank 0 made the real NCCL's id once; both processes created their communicator from it.
+    made = [line for line in log if "ncclGetUniqueId" in line]
+    inits = [line for line in log if "ncclCommInitRankConfig" in line]
+    assert len(made) == 1 and len(inits) == 2, log
+    real_id = made[0].split("id=")[1]
+    assert all(f"id={real_id}" in line and "blocking=1" in line for line in inits), log
+    assert len({line.split()[0] for line in inits}) == 2, "one init per process"
+    assert sorted(re.search(r"rank=(\d)", line)[1] for line in inits) == ["0", "1"]
+    for call in ("ncclAllReduce", "ncclCommSplit", "ncclCommRegister", "ncclCommDeregister", "ncclCommFinalize"):
+        assert len([line for line in log if call in line]) == 2, (call, log)
+    # The split's communicator forwards everything; the split, not Loom, made it.
+    assert "ncclCommSplit: rank 0/1: the real NCCL's communicator; every call forwarded" in output
+
+
+def test_force_nccl_and_collective_list(tmp_path: Path) -> None:
+    steps = "allreduce:1024:float32:sum:check;allgather:64:float32:check"
+    forced = _drive(tmp_path, "threads", "2", steps, LOOM_NCCL_FORCE_NCCL="yes")
+    assert "Loom off (LOOM_NCCL_FORCE_NCCL is set)" in forced
+    assert "forwarded to NCCL: LOOM_NCCL_FORCE_NCCL is set" in forced
+    assert len([line for line in _fake_log(tmp_path) if "ncclAllReduce" in line]) == 2
+    listed = _drive(tmp_path, "threads", "2", steps, LOOM_NCCL_COLLECTIVES="allgather")
+    assert "forwarded to NCCL: allreduce is not in LOOM_NCCL_COLLECTIVES" in listed
+    assert _results(listed)["0 allgather:64:float32:check"] == "ncclSuccess check ok"
+
+
+def test_errors_name_what_went_wrong(tmp_path: Path) -> None:
+    bad = _drive(tmp_path, "threads", "1", "query", LOOM_NCCL_FORCE_NCCL="maybe")
+    assert (
+        "rank 0 init -> ncclInvalidArgument | ncclCommInitRank: LOOM_NCCL_FORCE_NCCL='maybe': "
+        "expected 1/0, true/false, yes/no or on/off" in bad
+    )
+    steps = "allreduce:1024:float32:sum:check;allreduce:64:float32:prod;allreduce:8:bad:sum;split:0"
+    alone = _drive(tmp_path, "threads", "2", steps, LOOM_NCCL_LIBRARY="none")
+    results = _results(alone)
+    assert results["0 allreduce:1024:float32:sum:check"] == "ncclSuccess check ok"
+    assert results["0 allreduce:64:float32:prod"] == (
+        "ncclInvalidUsage | ncclAllReduce: AllReduce 64 x float32 prod out of place: needs the real NCCL (Loom reduces "
+        "with sum, min and max, not prod), which is not available: LOOM_NCCL_LIBRARY=none"
+    )
+    assert (
+        results["1 allreduce:8:bad:sum"] == "ncclInvalidArgument | ncclAllReduce: datatype: 99 is not an ncclDataType_t"
+    )
+    assert results["1 split:0"].startswith("ncclInvalidUsage | ncclCommSplit: ncclCommSplit (Loom does not split")
+    missing = _drive(
+        tmp_path, "threads", "1", "query", LOOM_NCCL_LIBRARY=str(tmp_path / "nope.so"), LOOM_NCCL_DEBUG="WARN"
+    )
+    assert (
+        "LOOM WARN rank 0/1: calls Loom cannot run will fail: the real NCCL is not available: LOOM_NCCL_LIBRARY="
+        in missing
+    )
+    forced = _drive(tmp_path, "threads", "1", "query", LOOM_NCCL_LIBRARY="none", LOOM_NCCL_FORCE_NCCL="1")
+    assert (
+        "rank 0 init -> ncclInvalidUsage | ncclCommInitRank: LOOM_NCCL_FORCE_NCCL is set but the real NCCL is not "
+        "available" in forced
+    )
+    foreign = _drive(tmp_path, "rank", "00" * 128, "0", "1", "query")
+    assert (
+        "rank 0 init -> ncclInvalidArgument | ncclCommInitRank: commId: not an id from Loom's ncclGetUniqueId"
+        in foreign
+    )
+
+
+def test_a_rank_without_the_real_nccl_turns_forwarding_off_everywhere(tmp_path: Path) -> None:
+    steps = "allreduce:256:float32:sum:check;allreduce:64:float32:prod"
+    output = _drive(tmp_path, "threads", "2", steps, FAKE_NCCL_FAIL_INIT_RANK="1")
+    results = _results(output)
+    for rank in (0, 1):
+        assert results[f"{rank} allreduce:256:float32:sum:check"] == "ncclSuccess check ok"
+        assert results[f"{rank} allreduce:64:float32:prod"].startswith("ncclInvalidUsage"), output
+    assert "the real NCCL's communicator failed to initialise on rank(s) 1" in results["0 allreduce:64:float32:prod"]
+    assert "ncclCommInitRankConfig failed" in results["1 allreduce:64:float32:prod"]
+    assert "ncclCommAbort rank=0" in "\n".join(_fake_log(tmp_path))
+
+
+def test_real_nccl_found_on_the_search_path_but_never_itself(tmp_path: Path) -> None:
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir()
+    theirs.mkdir()
+    (ours / "libnccl.so.2").symlink_to(_built(LIBRARY))
+    (theirs / "libnccl.so.2").symlink_to(_built(FAKE))
+    env = {"LD_LIBRARY_PATH": f"{ours}:{theirs}"}
+    output = _drive(tmp_path, "threads", "1", "query", LOOM_NCCL_LIBRARY="", **env)
+    assert f"forwarding to {FAKE.resolve()}" in output, output
+
+
+def test_grouped_calls(tmp_path: Path) -> None:
+    steps = (
+        "group;allreduce:1024:float32:sum:check;r0@send:16:float32:1;r1@recv:16:float32:0;allreduce:8:float32:avg;end"
+    )
+    output = _drive(tmp_path, "threads", "2", steps)
+    results = _results(output)
+    for rank in (0, 1):
+        assert results[f"{rank} allreduce:1024:float32:sum:check"] == "ncclSuccess check ok", output
+        assert results[f"{rank} end"] == "ncclSuccess"
+    assert "forwarded to NCCL: Loom does not pair send/recv calls inside ncclGroupStart/End" in output
+    log = [line.split()[1] for line in _fake_log(tmp_path) if "Init" not in line and "Destroy" not in line]
+    # Forwarded calls go inside the real NCCL's group, opened and closed with this one.
+    assert log.count("ncclGroupStart") == 2 and log.count("ncclGroupEnd") == 2, log
+    assert log.index("ncclSend") > log.index("ncclGroupStart"), log
+
+
+def test_init_all_runs_every_rank_of_one_thread(tmp_path: Path) -> None:
+    steps = "allreduce:2048:float32:sum:check;allgather:128:int32:check;allreduce:8:float32:prod"
+    output = _drive(tmp_path, "initall", "2", steps)
+    assert "initall -> ncclSuccess" in output, output
+    results = _results(output)
+    for rank in (0, 1):
+        assert results[f"{rank} allreduce:2048:float32:sum:check"] == "ncclSuccess check ok", output
+        assert results[f"{rank} allgather:128:int32:check"] == "ncclSuccess check ok", output
+    assert output.count("group end -> ncclSuccess") == 3
+    inits = [line for line in _fake_log(tmp_path) if "ncclCommInitRankConfig" in line]
+    assert len(inits) == 2, _fake_log(tmp_path)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v"]))
