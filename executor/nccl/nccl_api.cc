@@ -218,7 +218,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   });
 }
 
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+#ifdef LOOM_NCCL_HAS_NCCLCOMMSHRINK
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                             ncclConfig_t* config, int shrinkFlags) {
   return guarded("ncclCommShrink", comm, [&] {
@@ -236,7 +236,9 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     return ncclSuccess;
   });
 }
+#endif
 
+#ifdef LOOM_NCCL_HAS_NCCLCOMMREVOKE
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return guarded("ncclCommRevoke", comm, [&] {
     ncclComm& self = need(comm);
@@ -246,7 +248,9 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
     return ncclSuccess;
   });
 }
+#endif
 
+#ifdef LOOM_NCCL_HAS_NCCLCOMMWINDOWREGISTER
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
   return guarded("ncclCommWindowRegister", comm, [&] {
     ncclComm& self = need(comm);
@@ -488,7 +492,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
   });
 }
 
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+#ifdef LOOM_NCCL_HAS_NCCLALLTOALL
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                           cudaStream_t stream) {
   return guarded("ncclAlltoAll", comm, [&] {
@@ -501,7 +505,9 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
     return loom::nccl::run(comm, call);
   });
 }
+#endif
 
+#ifdef LOOM_NCCL_HAS_NCCLGATHER
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                         ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclGather", comm, [&] {
@@ -516,7 +522,9 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
     return loom::nccl::run(comm, call);
   });
 }
+#endif
 
+#ifdef LOOM_NCCL_HAS_NCCLSCATTER
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclScatter", comm, [&] {
@@ -579,13 +587,23 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
                       X(ncclReduceScatter) X(ncclBroadcast) X(ncclBcast) X(ncclReduce) X(ncclSend) X(ncclRecv)    \
                           X(ncclGroupStart) X(ncclGroupEnd) X(ncclGroupSimulateEnd)
 LOOM_NCCL_API_FUNCTIONS(LOOM_NCCL_PROFILING_ALIAS)
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+#ifdef LOOM_NCCL_HAS_NCCLCOMMSHRINK
 LOOM_NCCL_PROFILING_ALIAS(ncclCommShrink)
+#endif
+#ifdef LOOM_NCCL_HAS_NCCLCOMMREVOKE
 LOOM_NCCL_PROFILING_ALIAS(ncclCommRevoke)
+#endif
+#ifdef LOOM_NCCL_HAS_NCCLCOMMWINDOWREGISTER
 LOOM_NCCL_PROFILING_ALIAS(ncclCommWindowRegister)
 LOOM_NCCL_PROFILING_ALIAS(ncclCommWindowDeregister)
+#endif
+#ifdef LOOM_NCCL_HAS_NCCLALLTOALL
 LOOM_NCCL_PROFILING_ALIAS(ncclAlltoAll)
+#endif
+#ifdef LOOM_NCCL_HAS_NCCLGATHER
 LOOM_NCCL_PROFILING_ALIAS(ncclGather)
+#endif
+#ifdef LOOM_NCCL_HAS_NCCLSCATTER
 LOOM_NCCL_PROFILING_ALIAS(ncclScatter)
 #endif
 #pragma GCC diagnostic pop

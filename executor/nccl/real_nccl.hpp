@@ -20,13 +20,40 @@ namespace loom::nccl {
               X(ncclMemAlloc) X(ncclMemFree) X(ncclRedOpCreatePreMulSum) X(ncclRedOpDestroy) X(ncclReduce)        \
                   X(ncclBroadcast) X(ncclAllReduce) X(ncclReduceScatter) X(ncclAllGather) X(ncclSend) X(ncclRecv) \
                       X(ncclGroupStart) X(ncclGroupEnd) X(ncclCommInitRankScalable) X(ncclGroupSimulateEnd)
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
-#define LOOM_REAL_NCCL_RECENT(X) \
-  X(ncclCommRevoke)              \
-  X(ncclCommShrink) X(ncclCommWindowRegister) X(ncclCommWindowDeregister) X(ncclAlltoAll) X(ncclGather) X(ncclScatter)
+// Entry points only some headers declare (executor/nccl/CMakeLists.txt finds which).
+#ifdef LOOM_NCCL_HAS_NCCLCOMMREVOKE
+#define LOOM_REAL_NCCL_REVOKE(X) X(ncclCommRevoke)
 #else
-#define LOOM_REAL_NCCL_RECENT(X)
+#define LOOM_REAL_NCCL_REVOKE(X)
 #endif
+#ifdef LOOM_NCCL_HAS_NCCLCOMMSHRINK
+#define LOOM_REAL_NCCL_SHRINK(X) X(ncclCommShrink)
+#else
+#define LOOM_REAL_NCCL_SHRINK(X)
+#endif
+#ifdef LOOM_NCCL_HAS_NCCLCOMMWINDOWREGISTER
+#define LOOM_REAL_NCCL_WINDOWS(X) X(ncclCommWindowRegister) X(ncclCommWindowDeregister)
+#else
+#define LOOM_REAL_NCCL_WINDOWS(X)
+#endif
+#ifdef LOOM_NCCL_HAS_NCCLALLTOALL
+#define LOOM_REAL_NCCL_ALLTOALL(X) X(ncclAlltoAll)
+#else
+#define LOOM_REAL_NCCL_ALLTOALL(X)
+#endif
+#ifdef LOOM_NCCL_HAS_NCCLGATHER
+#define LOOM_REAL_NCCL_GATHER(X) X(ncclGather)
+#else
+#define LOOM_REAL_NCCL_GATHER(X)
+#endif
+#ifdef LOOM_NCCL_HAS_NCCLSCATTER
+#define LOOM_REAL_NCCL_SCATTER(X) X(ncclScatter)
+#else
+#define LOOM_REAL_NCCL_SCATTER(X)
+#endif
+#define LOOM_REAL_NCCL_RECENT(X)                                                                                 \
+  LOOM_REAL_NCCL_REVOKE(X) LOOM_REAL_NCCL_SHRINK(X) LOOM_REAL_NCCL_WINDOWS(X) LOOM_REAL_NCCL_ALLTOALL(X)          \
+      LOOM_REAL_NCCL_GATHER(X) LOOM_REAL_NCCL_SCATTER(X)
 #define LOOM_REAL_NCCL_FUNCTIONS(X) LOOM_REAL_NCCL_BASE(X) LOOM_REAL_NCCL_RECENT(X)
 
 struct RealNccl {

@@ -225,6 +225,7 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     Buffer& recv = keep.emplace_back(c, type);
     return ncclReduce(send.at(0), recv.at(0), c, type, opOf(args.at(3)), std::stoi(args.at(4)), me.comm, nullptr);
   }
+#ifdef LOOM_NCCL_HAS_NCCLALLTOALL
   if (name == "alltoall") {
     const size_t c = count();
     const ncclDataType_t type = typeOf(args.at(2));
@@ -239,6 +240,7 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     }
     return result;
   }
+#endif
   if (name == "send" || name == "recv") {
     const size_t c = count();
     const ncclDataType_t type = typeOf(args.at(2));
