@@ -128,10 +128,15 @@ struct Executor::Impl {
   }
 
   // Before memory a launched program may use is freed or replaced, every rank's earlier calls must
-  // be over: peers write into this rank's scratch and this rank into theirs.
-  void quiesce(void* stream) {
+  // be over: peers write into this rank's scratch and this rank into theirs. `release` frees it then.
+  // Ranks sharing a GPU free before any of them launches again: cudaFree waits for the whole device,
+  // and a kernel launched meanwhile would wait for this rank's next call, which waits for the free.
+  void quiesce(void* stream, const std::function<void()>& release = {}) {
     if (!backend->capturing(stream)) backend->synchronize();
     communicator->bootstrap().barrier();
+    if (!release) return;
+    release();
+    if (gpuSharers.size() > 1) communicator->bootstrap().barrier();
   }
 
   CachedPlan& planFor(const Plan& plan, void* stream) {
@@ -141,9 +146,10 @@ struct Executor::Impl {
       return found->second.first;
     }
     if (plans.size() >= kMaxPlans) {
-      quiesce(stream);
-      plans.erase(planOrder.back());
-      planOrder.pop_back();
+      quiesce(stream, [this] {
+        plans.erase(planOrder.back());
+        planOrder.pop_back();
+      });
     }
     CachedPlan cached;
     cached.resources = std::make_unique<PlanResources>(
@@ -179,12 +185,10 @@ struct Executor::Impl {
     auto found = cached.contexts.find(key);
     bool hit = found != cached.contexts.end();
     if (!cached.bindsUserBuffers && !hit) agreeOnCall(*communicator, plan, shape, std::nullopt);
+    bool stale = false;  // this rank's context, which another rank's new buffers made out of date
     if (cached.bindsUserBuffers && !agreeOnCall(*communicator, plan, shape, hit)) {
       // Another rank has new buffers: everyone sets up again, this rank's cached context included.
-      if (hit) {
-        cached.order.erase(found->second.second);
-        cached.contexts.erase(found);
-      }
+      stale = hit;
       hit = false;
     }
     if (hit) {
@@ -192,7 +196,6 @@ struct Executor::Impl {
       return *found->second.first;
     }
     SetupScope setup;
-    quiesce(stream);
     PlanResources& resources = *cached.resources;
     // Every rank grows its scratch at the same calls (to the largest any rank needs), so every rank
     // drops the contexts that refer to the old one at the same time.
@@ -201,15 +204,21 @@ struct Executor::Impl {
     for (const GpuProgram& gpu : resources.plan().gpus) {
       scratchNeeded = std::max(scratchNeeded, layout.scratchBytes(gpu.scratchChunks));
     }
-    if (resources.reserveScratch(scratchNeeded)) {
-      // Every context refers to the old scratch (and the peers' old scratch): rebuild them all.
-      cached.contexts.clear();
-      cached.order.clear();
-    }
-    if (cached.contexts.size() >= kMaxContextsPerPlan) {
-      cached.contexts.erase(cached.order.back());
-      cached.order.pop_back();
-    }
+    quiesce(stream, [&] {
+      if (stale) {
+        cached.order.erase(found->second.second);
+        cached.contexts.erase(found);
+      }
+      if (resources.reserveScratch(scratchNeeded)) {
+        // Every context refers to the old scratch (and the peers' old scratch): rebuild them all.
+        cached.contexts.clear();
+        cached.order.clear();
+      }
+      if (cached.contexts.size() >= kMaxContextsPerPlan) {
+        cached.contexts.erase(cached.order.back());
+        cached.order.pop_back();
+      }
+    });
     auto context =
         std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output,
                                       cached.bindsUserBuffers, ++serial);
