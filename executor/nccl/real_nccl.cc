@@ -40,7 +40,10 @@ struct Opened {
 
 // RTLD_LOCAL: the real NCCL's symbols must not take the place of ours for anyone else.
 void* openIfNotSelf(const std::string& name, const std::string& self, std::string* path, std::string* error) {
-  void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_DEEPBIND: the real NCCL's calls of its own API (ncclCommFinalize calls ncclCommGetAsyncError)
+  // must reach itself, not this library's exports, which take a Loom communicator (a SIGSEGV in torch's
+  // destroy_process_group on the lent H200 before this).
+  void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (handle == nullptr) {
     const char* text = dlerror();
     *error = text != nullptr ? text : "dlopen failed";

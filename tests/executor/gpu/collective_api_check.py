@@ -39,6 +39,14 @@ def check_rank(bootstrap, sharing: bool) -> int:
         except loom.InvalidArgumentError as error:
             assert "both use GPU" in str(error), error
     comm = loom.Communicator(bootstrap)
+    try:
+        return check_calls(comm, bootstrap, sharing)
+    except Exception:
+        print(f"[rank {comm.rank}] device report: {comm.native.device_timeout_report()}", flush=True)
+        raise
+
+
+def check_calls(comm: loom.Communicator, bootstrap, sharing: bool) -> int:
     world, rank = comm.world_size, comm.rank
     device = 0 if sharing else rank
     assert comm.native.cuda_device == torch.cuda.current_device() == device, (comm.native.cuda_device, rank)

@@ -77,8 +77,17 @@ class Run:
 
 
 def check_rank(bootstrap, args: argparse.Namespace) -> int:
-    rank, world = bootstrap.rank, bootstrap.world_size
+    rank = bootstrap.rank
     executor = loom.Executor(_native.Communicator(bootstrap))
+    try:
+        return check_plans(bootstrap, executor, args)
+    except Exception:
+        print(f"rank {rank} device report: {executor.communicator.device_timeout_report()}", flush=True)
+        raise
+
+
+def check_plans(bootstrap, executor, args: argparse.Namespace) -> int:
+    rank, world = bootstrap.rank, bootstrap.world_size
     failures = 0
     for path in sorted(p for p in Path(args.plans).glob("*.json") if args.filter in p.name):
         plan = _native.Plan.load(str(path))
