@@ -24,6 +24,14 @@ using loom::nccl::PendingCall;
 
 namespace {
 
+// The real NCCL's library when `comm` is one of its communicators rather than ours: a program that
+// links NCCL (torch does) has it loaded before LD_PRELOAD puts this library in front, so NCCL's calls
+// of its own API (ncclCommFinalize calls ncclCommGetAsyncError) arrive here with its communicator.
+const loom::nccl::RealNccl* foreignComm(ncclComm_t comm) {
+  if (comm == nullptr || comm->magic == ncclComm::kMagic) return nullptr;
+  return loom::nccl::realNccl();
+}
+
 ncclComm& need(ncclComm_t comm) {
   if (comm == nullptr) throw Failure(ncclInvalidArgument, "comm: null");
   return *comm;
@@ -177,6 +185,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (auto* real = foreignComm(comm)) return real->ncclCommFinalize(comm);
   return guarded("ncclCommFinalize", comm, [&] {
     ncclComm& self = need(comm);
     if (self.realComm != nullptr)
@@ -187,6 +196,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
+  if (auto* real = foreignComm(comm)) return real->ncclCommDestroy(comm);
   return guarded("ncclCommDestroy", nullptr, [&] {
     std::unique_ptr<ncclComm> owned(comm);
     loom::nccl::destroy(comm, false);
@@ -196,6 +206,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
+  if (auto* real = foreignComm(comm)) return real->ncclCommAbort(comm);
   return guarded("ncclCommAbort", nullptr, [&] {
     std::unique_ptr<ncclComm> owned(comm);
     loom::nccl::destroy(comm, true);
@@ -307,6 +318,7 @@ void ncclResetDebugInit() {}
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (comm == nullptr || asyncError == nullptr) return ncclInvalidArgument;
+  if (auto* real = foreignComm(comm)) return real->ncclCommGetAsyncError(comm, asyncError);
   ncclResult_t state = comm->asyncError.load();
   if (state == ncclSuccess && comm->realComm != nullptr) {
     const ncclResult_t result = comm->real->ncclCommGetAsyncError(comm->realComm, &state);
@@ -318,18 +330,21 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   if (comm == nullptr || count == nullptr) return ncclInvalidArgument;
+  if (auto* real = foreignComm(comm)) return real->ncclCommCount(comm, count);
   *count = comm->worldSize;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
   if (comm == nullptr || device == nullptr) return ncclInvalidArgument;
+  if (auto* real = foreignComm(comm)) return real->ncclCommCuDevice(comm, device);
   *device = comm->cudaDevice;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   if (comm == nullptr || rank == nullptr) return ncclInvalidArgument;
+  if (auto* real = foreignComm(comm)) return real->ncclCommUserRank(comm, rank);
   *rank = comm->rank;
   return ncclSuccess;
 }

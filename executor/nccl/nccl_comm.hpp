@@ -23,6 +23,11 @@
 #include "settings.hpp"
 
 struct ncclComm {
+  // First, so that a communicator of the real NCCL (whose own calls of its API reach this library when
+  // the program linked it before LD_PRELOAD put this one in front) is told apart: see foreignComm.
+  static constexpr uint64_t kMagic = 0x4d4d4f434d4f4f4cull;  // "LOOMCOMM"
+  uint64_t magic = kMagic;
+  ~ncclComm() { magic = 0; }
   int rank = 0;
   int worldSize = 0;
   int cudaDevice = -1;  // -1 on the CPU backend

@@ -28,12 +28,14 @@ def make_input(seed: int, rank: int, nbytes: int, dtype_name: str, device: str) 
     """Rank `rank`'s input of a call: the same on every rank that asks, so each can build the reference."""
     dtype = DTYPES[dtype_name]
     count = nbytes // dtype.itemsize
-    generator = torch.Generator(device=device).manual_seed(seed * 1009 + rank)
+    # Drawn on the host: a CUDA generator cannot be made while a rank sharing the GPU captures a graph.
+    generator = torch.Generator().manual_seed(seed * 1009 + rank)
     if dtype_name in ("int32", "uint32"):
         low = 0 if dtype_name == "uint32" else -1000
-        return torch.randint(low, 1000, (count,), generator=generator, device=device, dtype=torch.int64).to(dtype)
-    values = torch.randn(count, generator=generator, device=device, dtype=torch.float32)
-    return values.to(dtype)
+        values = torch.randint(low, 1000, (count,), generator=generator, dtype=torch.int64)
+    else:
+        values = torch.randn(count, generator=generator, dtype=torch.float32)
+    return values.to(device).to(dtype)
 
 
 def as_float64(tensor: torch.Tensor) -> torch.Tensor:
