@@ -58,4 +58,25 @@ def time_graph(body: Callable[[], object], calls: int, repeats: int, barrier: Ca
     return statistics.median(samples)
 
 
-__all__ = ["BUS_FACTOR", "bus_bandwidth_gbs", "time_graph"]
+def time_stream(body: Callable[[], object], calls: int, repeats: int, barrier: Callable[[], object]) -> float:
+    """Median microseconds per call of ``calls`` eager calls of ``body`` on the current stream, timed by
+    CUDA events: for ranks sharing one GPU, whose threads cannot capture graphs at once and must wait for
+    their own stream only (docs/testing.md). ``body`` runs once first, outside the timing (setup)."""
+    import torch
+
+    body()
+    torch.cuda.current_stream().synchronize()
+    samples = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        barrier()
+        start.record()
+        for _ in range(calls):
+            body()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1000 / calls)
+    return statistics.median(samples)
+
+
+__all__ = ["BUS_FACTOR", "bus_bandwidth_gbs", "time_graph", "time_stream"]

@@ -10,8 +10,11 @@
    per GPU (``loom.launch``), check each result against a float64 reference on fresh random data, and
    time Loom and NCCL (``torch.distributed``) in the same processes by CUDA graph replay.
 
-With fewer than two GPUs, or without torch, the same flow runs on the CPU backend with 4 ranks on
-host threads of this process (wall-clock times, no NCCL), and the demo says so.
+With one GPU, the collectives run with 2 and then 4 ranks sharing it (threads of one process, each on its
+own stream: docs/testing.md), timed by CUDA events over eager calls; those are kernel costs on one GPU,
+not NVLink, and NCCL cannot share a GPU between ranks, so it is not beside them. Then world size 1 runs
+beside NCCL's world size 1 (graph replay). Without a GPU, or without torch, the same flow runs on the CPU
+backend with 4 ranks on host threads of this process (wall-clock times, no NCCL), and the demo says so.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 DEMO_ALGORITHM = Path(__file__).resolve().parent / "demo_allreduce.py"
 DEMO_PLAN_PREFIX = "demo_allreduce_packets"
 CPU_RANKS = 4
+SHARED_GPU_RANKS = (2, 4)  # the one-GPU demo's jobs of ranks sharing the GPU
 COLLECTIVES = ("allreduce", "allgather")
 TITLES = {"allreduce": "all-reduce", "allgather": "all-gather"}
 GPU_SIZES = "1K,16K,256K,4M,64M"
@@ -71,33 +75,46 @@ def size_text(nbytes: int) -> str:
 def run(args: argparse.Namespace) -> int:
     """``loom demo``: returns the exit status (0 when every result matched its reference)."""
     gpus, why_not = _usable_gpus(args)
-    ranks = gpus if gpus else CPU_RANKS
-    print(f"loom demo: {f'{gpus} GPUs, one process each' if gpus else f'CPU backend, {ranks} ranks ({why_not})'}")
-    plan = _compile_and_verify(ranks)
-    if plan is None:
+    if gpus == 1:
+        print(
+            "loom demo: 1 GPU: 2 and 4 ranks sharing it as threads of one process (kernel costs on one GPU, not"
+            " NVLink), then world size 1 beside NCCL's"
+        )
+        worlds = SHARED_GPU_RANKS
+    else:
+        worlds = (gpus if gpus else CPU_RANKS,)
+        where = f"{gpus} GPUs, one process each" if gpus else f"CPU backend, {worlds[0]} ranks ({why_not})"
+        print(f"loom demo: {where}")
+    plans = {world: _compile_and_verify(world) for world in worlds}
+    if any(plan is None for plan in plans.values()):
         return 1
     from loom.install_plans import ensure_default_plans_installed
 
     ensure_default_plans_installed()
     sizes = [parse_size(s) for s in (args.sizes or (GPU_SIZES if gpus else CPU_SIZES)).split(",")]
-    print(
-        f"3. register  {plan.name} as a user plan (all-reduce up to {size_text(_max_bytes(plan))}, in place), "
-        "with demo_selector: it takes that plan where it fits and the best bundled plan elsewhere"
-    )
-    if gpus:
-        results = _run_on_gpus(plan.path, gpus, sizes, args)
+    for plan in plans.values():
+        print(
+            f"3. register  {plan.name} as a user plan (all-reduce up to {size_text(_max_bytes(plan))}, in place), "
+            "with demo_selector: it takes that plan where it fits and the best bundled plan elsewhere"
+        )
+    paths = {world: str(plan.path) for world, plan in plans.items()}
+    if gpus == 1:
+        blocks = _run_on_one_gpu(paths, sizes, args)
+    elif gpus:
+        blocks = _run_on_gpus(paths[gpus], gpus, sizes, args)
     else:
-        results = _run_on_cpu(plan.path, ranks, sizes, args.repeats)
-    if results is None:
+        blocks = _run_on_cpu(paths[worlds[0]], worlds[0], sizes, args.repeats)
+    if blocks is None:
         return 1
-    _print_table(results)
-    failures = [row for row in results["rows"] if not row["matches"]]
+    rows = []
+    for block in blocks:
+        _print_table(block)
+        rows += block["rows"]
+    failures = [row for row in rows if not row["matches"]]
     for row in failures:
         print(f"FAIL {TITLES[row['collective']]} {size_text(row['bytes'])}: max error {row['max_error']:.3g}")
-    print(
-        f"{'FAILED' if failures else 'ok'}: {len(results['rows']) - len(failures)} of {len(results['rows'])} results"
-        " matched the float64 reference"
-    )
+    verdict = "FAILED" if failures else "ok"
+    print(f"{verdict}: {len(rows) - len(failures)} of {len(rows)} results matched the float64 reference")
     return 1 if failures else 0
 
 
@@ -111,8 +128,10 @@ def _usable_gpus(args: argparse.Namespace) -> tuple[int, str]:
         return 0, "torch is not installed: the GPU run needs it for tensors and for NCCL"
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     wanted = args.gpus or visible
-    if visible < 2 or wanted < 2:
-        return 0, f"{visible} GPU{'' if visible == 1 else 's'} visible, a GPU run needs 2 or more"
+    if visible == 0:
+        return 0, "no GPU visible"
+    if wanted == 1:
+        return 1, ""
     if wanted > visible:
         raise SystemExit(f"loom demo: --gpus {wanted}, but only {visible} GPUs are visible")
     return wanted, ""
@@ -176,7 +195,7 @@ def _print_table(results: dict) -> None:
 # ---- Step 4 on the CPU backend: ranks on threads of this process -----------------------------------
 
 
-def _run_on_cpu(plan_path: Path, ranks: int, sizes: list[int], repeats: int) -> dict | None:
+def _run_on_cpu(plan_path: str, ranks: int, sizes: list[int], repeats: int) -> list[dict] | None:
     import numpy as np
 
     from loom.communicator import Communicator
@@ -214,17 +233,19 @@ def _run_on_cpu(plan_path: Path, ranks: int, sizes: list[int], repeats: int) -> 
         if isinstance(outcome, BaseException):
             print(f"loom demo: rank {rank} failed: {outcome}", file=sys.stderr)
             return None
-    return {
-        "setup": f"CPU backend: {ranks} ranks on host threads of one process (no GPU, so no NCCL beside it)",
-        "timing": f"wall-clock time per call, median of {repeats}",
-        "rows": outcomes[0],
-    }
+    return [
+        {
+            "setup": f"CPU backend: {ranks} ranks on host threads of one process (no GPU, so no NCCL beside it)",
+            "timing": f"wall-clock time per call, median of {repeats}",
+            "rows": outcomes[0],
+        }
+    ]
 
 
 # ---- Step 4 on GPUs: one process per GPU under loom.launch ---------------------------------------
 
 
-def _run_on_gpus(plan_path: Path, gpus: int, sizes: list[int], args: argparse.Namespace) -> dict | None:
+def _run_on_gpus(plan_path: str, gpus: int, sizes: list[int], args: argparse.Namespace) -> list[dict] | None:
     from loom.launch import launch
 
     with tempfile.TemporaryDirectory(prefix="loom-demo-") as folder:
@@ -236,7 +257,118 @@ def _run_on_gpus(plan_path: Path, gpus: int, sizes: list[int], args: argparse.Na
         if status != 0 or not results.exists():
             print(f"loom demo: the GPU run failed (exit status {status}); its ranks' output is above", file=sys.stderr)
             return None
+        return [json.loads(results.read_text())]
+
+
+# ---- Step 4 on one GPU: ranks sharing it, then world size 1 beside NCCL --------------------------------
+
+
+def _run_on_one_gpu(plans: dict[int, str], sizes: list[int], args: argparse.Namespace) -> list[dict] | None:
+    """In a process of its own: ranks sharing a GPU need CUDA_DEVICE_MAX_CONNECTIONS before CUDA starts."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="loom-demo-") as folder:
+        results = Path(folder) / "results.json"
+        command = [sys.executable, "-m", "loom.demo", "--one-gpu", "--plans", json.dumps(plans)]
+        command += ["--results", str(results), "--sizes", ",".join(map(str, sizes))]
+        command += ["--calls", str(args.calls), "--repeats", str(args.repeats)]
+        env = {**os.environ, "LOOM_SHARE_GPU": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "32"}
+        env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "RANK": "0", "WORLD_SIZE": "1"})
+        try:
+            done = subprocess.run(command, env=env, timeout=args.timeout, check=False)
+        except subprocess.TimeoutExpired:
+            print(f"loom demo: the one-GPU run took longer than {args.timeout:g} s and was stopped", file=sys.stderr)
+            return None
+        if done.returncode != 0 or not results.exists():
+            print(f"loom demo: the one-GPU run failed (exit status {done.returncode})", file=sys.stderr)
+            return None
         return json.loads(results.read_text())
+
+
+def _one_gpu_worker(args: argparse.Namespace) -> int:
+    """``python -m loom.demo --one-gpu``: the jobs of ranks sharing GPU 0, then world size 1 beside NCCL."""
+    import torch
+
+    from loom.communicator import Communicator
+    from loom.cuda_timing import time_stream
+    from loom.host_ranks import run_ranks
+
+    torch.cuda.set_device(0)
+    device = torch.cuda.get_device_name()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    blocks = []
+    for world, plan in sorted(json.loads(args.plans).items(), key=lambda item: int(item[0])):
+        _register(plan)  # one registry per process: the rank threads share it
+
+        def body(bootstrap):
+            torch.cuda.set_device(0)
+            with torch.cuda.stream(torch.cuda.Stream()):  # each rank its own stream
+                comm = Communicator(bootstrap)
+                timer = lambda call: time_stream(call, args.calls, args.repeats, bootstrap.barrier)  # noqa: E731
+                return _measure(comm, sizes, _torch_arrays(comm.world_size, timer))
+
+        outcomes = run_ranks(int(world), None, body, timeout_ms=60000, join_timeout_s=args.timeout)
+        for rank, outcome in outcomes.items():
+            if isinstance(outcome, BaseException):
+                print(f"loom demo: rank {rank} of {world} sharing the GPU failed: {outcome}", file=sys.stderr)
+                return 1
+        blocks.append(
+            {
+                "setup": f"{world} ranks sharing one {device} (threads of one process, a stream each): kernel costs"
+                " on one GPU, not NVLink; NCCL cannot share a GPU between ranks, so it is not beside them",
+                "timing": f"CUDA events around {args.calls} eager calls, median of {args.repeats}",
+                "rows": outcomes[0],
+            }
+        )
+    blocks.append(_world_size_one(device, sizes, args))
+    Path(args.results).write_text(json.dumps(blocks))
+    return 0
+
+
+def _world_size_one(device: str, sizes: list[int], args: argparse.Namespace) -> dict:
+    """A job of one rank (a copy, or nothing in place) beside NCCL's, by graph replay."""
+    import torch
+    import torch.distributed as dist
+
+    from loom import _native
+    from loom.communicator import Communicator
+    from loom.cuda_timing import time_graph
+
+    bootstrap = _native.Bootstrap(0, 1, _native.UniqueId.create("127.0.0.1"))
+    comm = Communicator(bootstrap)
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    nccl = {"allreduce": lambda out, inp: lambda: dist.all_reduce(out)}
+    nccl["allgather"] = lambda out, inp: lambda: dist.all_gather_into_tensor(out, inp)
+    timer = lambda call: time_graph(call, args.calls, args.repeats, lambda: None)  # noqa: E731
+    arrays = _torch_arrays(1, timer, nccl=lambda collective, out, inp: nccl[collective](out, inp))
+    rows = _measure(comm, sizes, arrays)
+    dist.destroy_process_group()
+    return {
+        "setup": f"world size 1 on one {device}: Loom's copy (or nothing, in place) beside NCCL"
+        f" {'.'.join(map(str, torch.cuda.nccl.version()))} through torch {torch.__version__}",
+        "timing": f"CUDA graph replay of {args.calls} calls, median of {args.repeats} replays",
+        "rows": rows,
+    }
+
+
+def _torch_arrays(world: int, time_call, nccl=None) -> Arrays:
+    """Step 4's arrays as CUDA tensors; inputs drawn on the host (a CUDA generator cannot be made while
+    another rank sharing the GPU captures a graph)."""
+    import torch
+
+    def inputs(seed: int, count: int) -> list:
+        generator = torch.Generator()
+        return [torch.randn(count, generator=generator.manual_seed(seed * 1000 + r)).cuda() for r in range(world)]
+
+    return Arrays(
+        inputs=inputs,
+        zeros=lambda count: torch.zeros(count, device="cuda"),
+        copy=torch.clone,
+        as_float64=lambda x: x.to(torch.float64),
+        concatenate=torch.cat,
+        time_call=time_call,
+        nccl=nccl,
+    )
 
 
 def _free_port() -> int:
@@ -335,7 +467,8 @@ def _measure(comm, sizes: list[int], arrays: Arrays) -> list[dict]:
         error = float(abs(arrays.as_float64(output) - expected).max())
         row = {"collective": collective, "bytes": size, "max_error": error, "matches": error <= TOLERANCE}
         inplace = collective == "allreduce"
-        row["plan"] = registry.select(collective, size, "float32", world, comm.ranks_per_node, inplace=inplace).name
+        plan = registry.select(collective, size, "float32", world, comm.ranks_per_node, inplace=inplace)
+        row["plan"] = plan.name if plan is not None else ("nothing to move" if inplace else "a local copy")
         row["loom_us"] = arrays.time_call(loom_call)
         row["loom_busbw_gbs"] = bus_bandwidth_gbs(collective, size, world, row["loom_us"])
         if arrays.nccl is not None:
@@ -360,14 +493,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _worker_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loom.demo --worker")
-    parser.add_argument("--worker", action="store_true", required=True)
-    parser.add_argument("--plan", required=True)
+    parser = argparse.ArgumentParser(prog="python -m loom.demo --worker|--one-gpu")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--worker", action="store_true", help="one rank of the run over several GPUs")
+    mode.add_argument("--one-gpu", action="store_true", help="the run on one GPU")
+    parser.add_argument("--plan", help="the demo plan (--worker)")
+    parser.add_argument("--plans", help="JSON: world size -> demo plan (--one-gpu)")
     parser.add_argument("--results", required=True)
     parser.add_argument("--sizes", required=True)
     parser.add_argument("--calls", type=int, required=True)
     parser.add_argument("--repeats", type=int, required=True)
-    return _worker(parser.parse_args(argv))
+    parser.add_argument("--timeout", type=float, default=300)
+    args = parser.parse_args(argv)
+    return _one_gpu_worker(args) if args.one_gpu else _worker(args)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,14 @@ ncclComm& need(ncclComm_t comm) {
   return *comm;
 }
 
+// The end of every collective entry point: its buffers (one buffer is in place), then the dispatch.
+ncclResult_t runWithBuffers(ncclComm_t comm, PendingCall& call, const void* sendbuff, void* recvbuff) {
+  call.info.inplace = sendbuff == recvbuff;
+  call.send = sendbuff;
+  call.recv = recvbuff;
+  return loom::nccl::run(comm, call);
+}
+
 PendingCall makeCall(Call call, size_t count, ncclDataType_t type, ncclComm_t comm, cudaStream_t stream) {
   need(comm);
   if (int(type) < 0 || int(type) >= int(ncclNumTypes)) {
@@ -433,10 +441,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
     checkBuffer(sendbuff, count, "sendbuff");
     checkBuffer(recvbuff, count, "recvbuff");
     call.info.op = op;
-    call.info.inplace = sendbuff == recvbuff;
-    call.send = sendbuff;
-    call.recv = recvbuff;
-    return loom::nccl::run(comm, call);
+    return runWithBuffers(comm, call, sendbuff, recvbuff);
   });
 }
 
@@ -478,10 +483,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
     if (comm->rank == root) checkBuffer(sendbuff, count, "sendbuff");
     checkBuffer(recvbuff, count, "recvbuff");
     call.info.root = root;
-    call.info.inplace = sendbuff == recvbuff;
-    call.send = sendbuff;
-    call.recv = recvbuff;
-    return loom::nccl::run(comm, call);
+    return runWithBuffers(comm, call, sendbuff, recvbuff);
   });
 }
 
@@ -500,10 +502,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
     if (comm->rank == root) checkBuffer(recvbuff, count, "recvbuff");
     call.info.op = op;
     call.info.root = root;
-    call.info.inplace = sendbuff == recvbuff;
-    call.send = sendbuff;
-    call.recv = recvbuff;
-    return loom::nccl::run(comm, call);
+    return runWithBuffers(comm, call, sendbuff, recvbuff);
   });
 }
 
@@ -514,10 +513,7 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
     PendingCall call = makeCall(Call::kAllToAll, count, datatype, comm, stream);
     checkBuffer(sendbuff, count, "sendbuff");
     checkBuffer(recvbuff, count, "recvbuff");
-    call.info.inplace = sendbuff == recvbuff;
-    call.send = sendbuff;
-    call.recv = recvbuff;
-    return loom::nccl::run(comm, call);
+    return runWithBuffers(comm, call, sendbuff, recvbuff);
   });
 }
 #endif
@@ -531,10 +527,7 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
     checkBuffer(sendbuff, count, "sendbuff");
     if (comm->rank == root) checkBuffer(recvbuff, count, "recvbuff");
     call.info.root = root;
-    call.info.inplace = sendbuff == recvbuff;
-    call.send = sendbuff;
-    call.recv = recvbuff;
-    return loom::nccl::run(comm, call);
+    return runWithBuffers(comm, call, sendbuff, recvbuff);
   });
 }
 #endif
@@ -548,10 +541,7 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncc
     if (comm->rank == root) checkBuffer(sendbuff, count, "sendbuff");
     checkBuffer(recvbuff, count, "recvbuff");
     call.info.root = root;
-    call.info.inplace = sendbuff == recvbuff;
-    call.send = sendbuff;
-    call.recv = recvbuff;
-    return loom::nccl::run(comm, call);
+    return runWithBuffers(comm, call, sendbuff, recvbuff);
   });
 }
 #endif

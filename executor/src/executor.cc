@@ -232,6 +232,7 @@ struct Executor::Impl {
   // CPU backend), the context, the launch.
   void run(const Plan& plan, const CallShape& shape, const BufferLayout& layout, const void* input, void* output,
            void* stream) {
+    const ExecutorStats before = stats;
     CachedPlan& cached = planFor(plan, stream);
     if (cached.reduceOp && *cached.reduceOp != shape.op) {
       throw invalid("op: plan '" + plan.name + "' reduces with '" + std::string(reduceOpName(*cached.reduceOp)) +
@@ -244,6 +245,12 @@ struct Executor::Impl {
       std::tie(input, output) = staging->stageIn(input, layout.inputBytes(), output, layout.outputBytes());
     }
     CallContext& context = contextFor(cached, plan, shape, input, output, stream);
+    if (gpuSharers.size() > 1 && (stats.plansBuilt != before.plansBuilt || stats.contextsBuilt != before.contextsBuilt)) {
+      // Ranks sharing a GPU: no rank launches until every rank's setup allocations are done. CUDA may
+      // order a kernel after an allocation behind every kernel already running, and a peer's kernel
+      // already running waits for this rank's.
+      communicator->bootstrap().barrier();
+    }
     try {
       device::Program program = context.program();
       program.buffers[0] = const_cast<void*>(input);

@@ -176,3 +176,12 @@ def test_blocks_that_cannot_all_be_resident_are_refused_not_hung():
     assert output.count("Communicator: <") + output.count("Communicator: ") >= 8, output
     assert output.count("the GPU holds at most") == 8, output
     assert "ranks 0, 1, 2, 3, 4, 5, 6, 7" in output and "the call would hang" in output, output
+
+
+def test_loom_demo_on_one_gpu_runs_on_the_gpu(tmp_path):
+    command = ["-m", "loom", "demo", "--gpus", "1", "--sizes", "1K,1M", "--calls", "5", "--repeats", "3"]
+    output = _run(command, timeout=400, LOOM_CACHE_DIR=str(tmp_path))
+    assert output.startswith("loom demo: 1 GPU: 2 and 4 ranks sharing it"), output[-3000:]
+    assert "2 ranks sharing one" in output and "4 ranks sharing one" in output, output[-3000:]
+    assert "world size 1 on one" in output and "NCCL µs" in output, output[-3000:]
+    assert output.rstrip().endswith("ok: 12 of 12 results matched the float64 reference"), output[-3000:]
