@@ -179,7 +179,7 @@ def test_blocks_that_cannot_all_be_resident_are_refused_not_hung():
 
 
 def test_loom_demo_on_one_gpu_runs_on_the_gpu(tmp_path):
-    command = ["-m", "loom", "demo", "--gpus", "1", "--sizes", "1K,256K", "--calls", "5", "--repeats", "3"]
+    command = ["-m", "loom", "demo", "--gpus", "1", "--sizes", "1K,64K", "--calls", "5", "--repeats", "3"]
     output = _run(command, timeout=400, LOOM_CACHE_DIR=str(tmp_path))
     assert output.startswith("loom demo: 1 GPU: 2 and 4 ranks sharing it"), output[-3000:]
     assert "2 ranks sharing one" in output and "4 ranks sharing one" in output, output[-3000:]
