@@ -202,25 +202,24 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   });
 }
 
-ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+namespace {
+
+// ncclCommDestroy and ncclCommAbort: the same end, without waiting for peers when aborting.
+ncclResult_t endCommunicator(ncclComm_t comm, bool abort) {
   if (comm == nullptr) return ncclSuccess;
-  if (auto* real = foreignComm(comm)) return real->ncclCommDestroy(comm);
-  return guarded("ncclCommDestroy", nullptr, [&] {
+  if (auto* real = foreignComm(comm)) return abort ? real->ncclCommAbort(comm) : real->ncclCommDestroy(comm);
+  return guarded(abort ? "ncclCommAbort" : "ncclCommDestroy", nullptr, [&] {
     std::unique_ptr<ncclComm> owned(comm);
-    loom::nccl::destroy(comm, false);
+    loom::nccl::destroy(comm, abort);
     return ncclSuccess;
   });
 }
 
-ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  if (comm == nullptr) return ncclSuccess;
-  if (auto* real = foreignComm(comm)) return real->ncclCommAbort(comm);
-  return guarded("ncclCommAbort", nullptr, [&] {
-    std::unique_ptr<ncclComm> owned(comm);
-    loom::nccl::destroy(comm, true);
-    return ncclSuccess;
-  });
-}
+}  // namespace
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) { return endCommunicator(comm, false); }
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return endCommunicator(comm, true); }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   return guarded("ncclCommSplit", comm, [&] {

@@ -52,6 +52,14 @@ def write_library_plans(world: int, folder: Path, **options) -> Path:
     return folder
 
 
+def compute_sanitizer() -> str:
+    """The compute-sanitizer program; skips the test when it is not installed."""
+    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    if not Path(sanitizer).exists():
+        pytest.skip("compute-sanitizer is not installed")
+    return sanitizer
+
+
 def _launch(world: int, program: list[str], timeout: int = 600) -> None:
     command = [sys.executable, "-m", "loom.launch", "-n", str(world), "--timeout", str(timeout - 60), *program]
     environment = {**os.environ, "NCCL_NVLS_ENABLE": "0", "LOOM_DEVICE_TIMEOUT_MS": "60000"}
@@ -109,9 +117,7 @@ def test_gpu_examples(world, tmp_path, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
 def test_plan_check_is_clean_under_compute_sanitizer(tool, tmp_path):
-    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
-    if not Path(sanitizer).exists():
-        pytest.skip("compute-sanitizer is not installed")
+    sanitizer = compute_sanitizer()
     plans = _library_plans(2, tmp_path, min_message_size=0, max_message_size=1 << 30)
     program = ["--no-python", sanitizer, "--tool", tool, "--error-exitcode", "9", "--target-processes", "all"]
     program += [sys.executable, str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans)]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -24,7 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GPU_CHECKS = ROOT / "tests" / "executor" / "gpu"
 sys.path.insert(0, str(ROOT / "tests" / "runtime"))
-from test_executor_gpu import SIZES, write_library_plans  # noqa: E402
+from test_executor_gpu import SIZES, compute_sanitizer, write_library_plans  # noqa: E402
 from test_runtime_gpu import GPUS  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -101,9 +100,7 @@ def test_collective_api_eagerly_and_in_cuda_graphs_on_one_gpu(world):
 
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
 def test_a_4_rank_case_is_clean_under_compute_sanitizer(tool, tmp_path):
-    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
-    if not Path(sanitizer).exists():
-        pytest.skip("compute-sanitizer is not installed")
+    sanitizer = compute_sanitizer()
     plans = write_library_plans(4, tmp_path, min_message_size=0, max_message_size=1 << 30)
     program = [str(GPU_CHECKS / "plan_check.py"), "--share-gpu", "4", "--plans", str(plans), "--filter", "allreduce"]
     program += ["--sizes", "4100,65552", "--dtypes", "float32", "--calls", "1"]
