@@ -6,14 +6,18 @@ some it lacks, every operator and a few it lacks, sizes from 0 elements to a few
 place, good and bad output sizes. The property: each call returns the float64 reference's result, or
 raises a LoomError subclass with a message; none crashes, none hangs (every rank is joined under a
 timeout). World sizes without a bundled plan (3, 5, 6, 7, 9) must say "no plan", except at 1, where
-every collective is a copy. On a GPU host the same file runs against the GPU build's library (the crash
-of issue 22 was in the build, not in the GPU); a GPU half with torch tensors at 2 to 9 ranks sharing one
-GPU is still to be written.
+every collective is a copy. The GPU half (tests/executor/gpu/call_properties_check.py, run by the last
+test on a GPU host) makes the same calls with CUDA tensors, world sizes 1 to 9 as ranks sharing one GPU.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +27,7 @@ import loom  # noqa: E402
 from loom.errors import LoomError  # noqa: E402
 from loom.host_ranks import run_ranks  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[2]
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 RUNNABLE = ("float32", "float16", "int32", "uint32")
 UNRUNNABLE = ("float64", "int64", "uint8")
@@ -79,34 +84,74 @@ def expected_output(case: Case, rank: int, world: int) -> np.ndarray:
     return inputs[0]  # broadcast from root 0
 
 
-def call(comm: loom.Communicator, case: Case) -> np.ndarray:
+@dataclass(frozen=True)
+class Memory:
+    """Where a case's buffers live: NumPy arrays (the CPU backend) or, in the GPU half, CUDA tensors."""
+
+    place: Callable[[np.ndarray], object]  # a copy of the array there
+    zeros: Callable[[int, str], object]
+    fetch: Callable[[object], np.ndarray]  # a NumPy copy of what a buffer holds
+
+
+HOST = Memory(place=np.copy, zeros=np.zeros, fetch=np.copy)
+
+
+def call(comm: loom.Communicator, case: Case, memory: Memory = HOST) -> np.ndarray:
     """Make the call; returns what this rank's output holds afterwards."""
     world, rank = comm.world_size, comm.rank
-    source = rank_input(case, rank)
+    source = memory.place(rank_input(case, rank))
     if case.collective == "broadcast":
         comm.broadcast(source, root=0)
-        return source
+        return memory.fetch(source)
     if case.collective == "all_reduce":
-        output = None if case.inplace else np.zeros(case.count + case.output_extra, case.dtype)
+        output = None if case.inplace else memory.zeros(case.count + case.output_extra, case.dtype)
         comm.all_reduce(source, case.op, output=output)
-        return source if output is None else output
+        return memory.fetch(source if output is None else output)
     if case.collective == "all_gather":
-        output = np.zeros(case.count * world + case.output_extra, case.dtype)
+        output = memory.zeros(case.count * world + case.output_extra, case.dtype)
         if case.inplace and case.output_extra == 0:
             output[rank * case.count : (rank + 1) * case.count] = source
             source = output[rank * case.count : (rank + 1) * case.count]
         comm.all_gather(output, source)
-        return output
+        return memory.fetch(output)
     if case.collective == "reduce_scatter":
         piece = case.count // world
-        output = np.zeros(piece + case.output_extra, case.dtype)
+        output = memory.zeros(piece + case.output_extra, case.dtype)
         if case.inplace and case.output_extra == 0:
             output = source[rank * piece : (rank + 1) * piece]
         comm.reduce_scatter(output, source, case.op)
-        return output.copy()
-    output = np.zeros(case.count + case.output_extra, case.dtype)
+        return memory.fetch(output)
+    output = memory.zeros(case.count + case.output_extra, case.dtype)
     comm.all_to_all(output, source)
-    return output
+    return memory.fetch(output)
+
+
+def check_outcomes(world: int, cases: list[Case], outcomes: list[str]) -> None:
+    """The property: the reference, or a clear error; "no plan" where no bundled plan has the world size."""
+    for case, outcome in zip(cases, outcomes, strict=True):
+        runnable = case.dtype in RUNNABLE and case.op in ("sum", "min", "max") and case.output_extra == 0
+        if case.count == 0 and runnable:
+            assert outcome == "ok", (case, outcome)
+        elif runnable and world == 1:
+            assert outcome == "ok", (case, outcome)
+        elif runnable and world not in BUNDLED_WORLDS:
+            assert "no plan" in outcome, (case, outcome)
+        elif not runnable:
+            assert outcome.startswith("raised"), (case, outcome)
+
+
+def outcome_of(comm: loom.Communicator, case: Case, memory: Memory = HOST) -> str:
+    """One case on one rank: "ok" when the output is the reference, else the error's first line."""
+    try:
+        got = call(comm, case, memory)
+    except LoomError as error:
+        assert str(error), case
+        return f"raised {type(error).__name__}: {str(error).splitlines()[0][:90]}"
+    expected = expected_output(case, comm.rank, comm.world_size)
+    tolerance = 0.05 * comm.world_size if case.dtype == "float16" else 0
+    assert got.shape == expected.shape, (case, got.shape, expected.shape)
+    assert np.allclose(got.astype(np.float64), expected, atol=tolerance, rtol=0), case
+    return "ok"
 
 
 def run_cases(world: int, seed: int) -> dict[int, list[str]]:
@@ -115,20 +160,7 @@ def run_cases(world: int, seed: int) -> dict[int, list[str]]:
 
     def body(bootstrap):
         comm = loom.Communicator(bootstrap, host_only=True)
-        outcomes = []
-        for case in cases:
-            try:
-                got = call(comm, case)
-            except LoomError as error:
-                assert str(error), case
-                outcomes.append(f"raised {type(error).__name__}: {str(error).splitlines()[0][:90]}")
-                continue
-            expected = expected_output(case, comm.rank, world)
-            tolerance = 0.05 * world if case.dtype == "float16" else 0
-            assert got.shape == expected.shape, (case, got.shape, expected.shape)
-            assert np.allclose(got.astype(np.float64), expected, atol=tolerance, rtol=0), case
-            outcomes.append("ok")
-        return outcomes
+        return [outcome_of(comm, case) for case in cases]
 
     results = run_ranks(world, None, body, timeout_ms=20000, join_timeout_s=240)
     for rank, result in results.items():
@@ -143,15 +175,23 @@ def test_every_call_returns_the_reference_or_raises_a_clear_error(world):
     cases = draw_cases(world, seed=world)
     for rank in range(world):
         assert results[rank] == results[0], f"rank {rank} disagrees with rank 0"
-    for case, outcome in zip(cases, results[0], strict=True):
-        runnable = case.dtype in RUNNABLE and case.op in ("sum", "min", "max") and case.output_extra == 0
-        if case.count == 0 and runnable:
-            assert outcome == "ok", (case, outcome)
-        elif runnable and world == 1:
-            assert outcome == "ok", (case, outcome)
-        elif runnable and world not in BUNDLED_WORLDS:
-            assert "no plan" in outcome, (case, outcome)
-        elif not runnable:
-            assert outcome.startswith("raised"), (case, outcome)
+    check_outcomes(world, cases, results[0])
     lines = (f"{c.collective} {c.dtype} x{c.count}: {o}" for c, o in zip(cases, results[0], strict=True))
     print(f"world {world}: " + "; ".join(lines))
+
+
+@pytest.mark.gpu
+def test_every_call_on_a_gpu_returns_the_reference_or_raises_a_clear_error():
+    """The same property with CUDA tensors, world sizes 1 to 9 as ranks sharing one GPU."""
+    sys.path.insert(0, str(ROOT / "tests" / "runtime"))
+    from test_runtime_gpu import GPUS  # noqa: PLC0415
+
+    if GPUS < 1:
+        pytest.skip("needs a GPU, this host has none")
+    pytest.importorskip("torch", reason="the GPU half uses torch tensors")
+    check = ROOT / "tests" / "executor" / "gpu" / "call_properties_check.py"
+    env = {**os.environ, "NCCL_NVLS_ENABLE": "0", "LOOM_DEVICE_TIMEOUT_MS": "30000"}
+    command = [sys.executable, str(check)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "FAIL" not in output, output[-4000:]
