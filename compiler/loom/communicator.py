@@ -198,7 +198,7 @@ class Communicator:
             return  # nothing to move, as NCCL returns at once for a count of 0
         capturing = self.executor.capturing(handle)
         args = (collective, source.nbytes, source.dtype, self.world_size, self.ranks_per_node)
-        plan = native_module().registry_select(*args, inplace, capturing, root, self.tags)
+        plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op)
         if plan is not None:
             self.executor.execute_views(plan, source, target, op, handle)
             return
@@ -208,7 +208,7 @@ class Communicator:
             return
         fallback = registry.fallback()
         if fallback is None:
-            native_module().registry_select_or_raise(*args, inplace, capturing, root, self.tags)  # raises
+            native_module().registry_select_or_raise(*args, inplace, capturing, root, self.tags, op)  # raises
         request = types.SimpleNamespace(
             collective=collective,
             message_bytes=source.nbytes,

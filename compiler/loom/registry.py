@@ -5,7 +5,7 @@
 
 Every collective call of a :class:`loom.Communicator` asks the registry for a plan: the selector gets a
 request (collective, message bytes, dtype, world size, ranks per node, in place, whether a CUDA graph is
-being captured, root, tags, and the registered plans that fit it, best first) and returns one of them,
+being captured, root, reduction operator, tags, and the registered plans that fit it, best first) and returns one of them,
 another ``loom.Plan``, or ``None``. The default selector takes the first candidate: user plans before
 bundled ones, then the narrowest size range, then the highest priority, then the earliest registered.
 
@@ -121,10 +121,12 @@ def select(
     capturing: bool = False,
     root: int | None = None,
     tags: Iterable[str] = (),
+    op: str = "sum",
 ) -> object | None:
-    """The plan the selector picks for one call, or None (cached per request)."""
+    """The plan the selector picks for one call, or None (cached per request). ``op`` is the call's
+    reduction operator: a plan that reduces with another one does not fit."""
     return native_module().registry_select(
-        collective, message_bytes, dtype, world_size, ranks_per_node, inplace, capturing, root, list(tags)
+        collective, message_bytes, dtype, world_size, ranks_per_node, inplace, capturing, root, list(tags), op
     )
 
 

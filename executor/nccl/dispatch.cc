@@ -84,27 +84,13 @@ std::optional<ReduceOp> loomOp(ncclRedOp_t op) {
   }
 }
 
-void collectReduceOps(const std::vector<Op>& ops, std::set<ReduceOp>& out) {
-  for (const Op& op : ops) {
-    if (op.reduceOp) out.insert(*op.reduceOp);
-    collectReduceOps(op.body, out);
-  }
-}
-
-// The operator a plan's reductions use (the executor refuses any other); none when it has none.
 // Cached per plan content on each thread, so that the hot path does not walk the plan.
-std::optional<ReduceOp> planReduceOp(const Plan& plan) {
+// The plan's operator, remembered per plan: a call must not scan the plan's ops.
+std::optional<ReduceOp> cachedPlanReduceOp(const Plan& plan) {
   thread_local std::unordered_map<uint64_t, std::optional<ReduceOp>> cache;
   auto found = cache.find(plan.contentHash);
   if (found != cache.end()) return found->second;
-  std::set<ReduceOp> ops;
-  for (const GpuProgram& gpu : plan.gpus) {
-    for (const ThreadBlock& tb : gpu.threadblocks) collectReduceOps(tb.ops, ops);
-  }
-  std::optional<ReduceOp> op;
-  if (!ops.empty()) op = *ops.begin();
-  cache.emplace(plan.contentHash, op);
-  return op;
+  return cache.emplace(plan.contentHash, planReduceOp(plan)).first->second;
 }
 
 uint64_t inputBytes(const CallInfo& call) {
@@ -270,7 +256,7 @@ std::string ncclOpName(ncclRedOp_t op) {
   }
 }
 
-SelectionRequest selectionRequestFor(const CallInfo& call, Collective collective, DataType type) {
+SelectionRequest selectionRequestFor(const CallInfo& call, Collective collective, DataType type, ReduceOp op) {
   SelectionRequest request;
   request.collective = collective;
   request.messageBytes = inputBytes(call);
@@ -281,6 +267,7 @@ SelectionRequest selectionRequestFor(const CallInfo& call, Collective collective
   // different buffers still agree on one plan.
   request.inplace = collective == Collective::kBroadcast ? true : call.inplace;
   request.capturing = call.capturing;
+  request.op = op;
   if (collective == Collective::kBroadcast) request.root = uint32_t(call.root);
   return request;
 }
@@ -326,7 +313,7 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
   } else {
     decision.dataType = byteType(inputBytes(call));
   }
-  const SelectionRequest request = selectionRequestFor(call, *collective, decision.dataType);
+  const SelectionRequest request = selectionRequestFor(call, *collective, decision.dataType, decision.op);
   decision.plan = registry.select(request);
   if (!decision.plan) return forward(Reason::kNoPlan);
   decision.messageBytes = request.messageBytes;
@@ -337,7 +324,7 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
     return forward(Reason::kSpareDuringCapture);
   }
   if (reduces(*collective)) {
-    const auto planOp = planReduceOp(*decision.plan);
+    const auto planOp = cachedPlanReduceOp(*decision.plan);
     if (planOp && *planOp != decision.op) return forward(Reason::kPlanOpDiffers);
   }
   decision.route = Route::kLoom;
@@ -396,12 +383,13 @@ std::string why(const CallInfo& call, const Decision& decision) {
     case Reason::kBadByteCount:
       return "no Loom type divides the byte count";
     case Reason::kNoPlan: {
-      const SelectionRequest request = selectionRequestFor(call, decision.collective, decision.dataType);
+      const SelectionRequest request = selectionRequestFor(call, decision.collective, decision.dataType, decision.op);
       return "no Loom plan fits (" + std::string(collectiveName(request.collective)) + ", " +
              std::to_string(request.worldSize) + " ranks, " + std::to_string(request.ranksPerNode) + " per node, " +
              bytesText(request.messageBytes) + " in, " + (request.inplace ? "in place" : "out of place") +
              (request.capturing ? ", capturing" : "") +
-             (request.root ? ", root " + std::to_string(*request.root) : std::string()) + ")";
+             (request.root ? ", root " + std::to_string(*request.root) : std::string()) +
+             (reduces(request.collective) ? ", " + std::string(reduceOpName(request.op)) : std::string()) + ")";
     }
     case Reason::kPlanOpDiffers:
       return "the plan that fits ('" + (decision.plan ? decision.plan->name : std::string("?")) +

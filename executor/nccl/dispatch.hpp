@@ -91,8 +91,9 @@ struct Decision {
   bool inplace = false;       // kLoom: whether the plan runs in place (Broadcast always does)
 };
 
-// The selection request a call makes (for a Loom collective); exposed for the tests and the log.
-SelectionRequest selectionRequestFor(const CallInfo& call, Collective collective, DataType type);
+// The selection request a call makes (for a Loom collective; `op` for the reducing ones); exposed for
+// the tests and the log.
+SelectionRequest selectionRequestFor(const CallInfo& call, Collective collective, DataType type, ReduceOp op);
 
 Decision decide(const CallInfo& call, const Settings& settings, const Capabilities& capabilities,
                 PlanRegistry& registry);

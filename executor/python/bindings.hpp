@@ -2,6 +2,10 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+
+#include "loom/plan.hpp"
+
 namespace loom::python {
 
 void bindRuntime(pybind11::module_& module);    // errors, ibverbs status
@@ -10,5 +14,8 @@ void bindBootstrap(pybind11::module_& module);  // UniqueId, Bootstrap, launch_e
 void bindCommunicator(pybind11::module_& module);  // Communicator, RegisteredMemory, Connection
 void bindExecutor(pybind11::module_& module);      // Executor
 void bindRegistry(pybind11::module_& module);      // the plan registry and selector
+
+// "sum", "min" or "max"; anything else is an InvalidArgument error naming the argument `op`.
+ReduceOp parseReduceOp(const std::string& name);
 
 }  // namespace loom::python

@@ -26,14 +26,14 @@ DataType parseDataType(const std::string& name) {
                                                    "float8_e5m2)");
 }
 
+}  // namespace
+
 ReduceOp parseReduceOp(const std::string& name) {
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax}) {
     if (name == reduceOpName(op)) return op;
   }
   throw Error(ErrorCategory::kInvalidArgument, "op: expected 'sum', 'min' or 'max', got '" + name + "'");
 }
-
-}  // namespace
 
 void bindExecutor(py::module_& module) {
   py::class_<Executor, std::shared_ptr<Executor>>(module, "Executor", "Runs plans for one rank.")

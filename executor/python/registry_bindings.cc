@@ -54,7 +54,7 @@ PlanSource parseSource(const std::string& name) {
 
 SelectionRequest makeRequest(const std::string& collective, uint64_t messageBytes, const std::string& dtype,
                              uint32_t worldSize, uint32_t ranksPerNode, bool inplace, bool capturing,
-                             std::optional<uint32_t> root, std::vector<std::string> tags) {
+                             std::optional<uint32_t> root, std::vector<std::string> tags, const std::string& op) {
   SelectionRequest request;
   request.collective = parseCollective(collective);
   request.messageBytes = messageBytes;
@@ -65,6 +65,7 @@ SelectionRequest makeRequest(const std::string& collective, uint64_t messageByte
   request.capturing = capturing;
   request.root = root;
   request.tags = std::move(tags);
+  request.op = parseReduceOp(op);
   return request;
 }
 
@@ -84,7 +85,7 @@ Selector wrapSelector(py::function function) {
 #define LOOM_REQUEST_ARGS                                                                                          \
   py::arg("collective"), py::arg("message_bytes"), py::arg("dtype"), py::arg("world_size"), py::arg("ranks_per_node"), \
       py::arg("inplace") = false, py::arg("capturing") = false, py::arg("root") = py::none(),                        \
-      py::arg("tags") = std::vector<std::string>{}
+      py::arg("tags") = std::vector<std::string>{}, py::arg("op") = "sum"
 
 }  // namespace
 
@@ -100,6 +101,11 @@ void bindRegistry(py::module_& module) {
       .def_property_readonly("protocol", [](const RegisteredPlan& e) { return std::string(protocolName(e.info.protocol)); })
       .def_property_readonly("inplace", [](const RegisteredPlan& e) { return e.info.inplace; })
       .def_property_readonly("root", [](const RegisteredPlan& e) { return e.info.root; })
+      .def_property_readonly("reduce_op",
+                             [](const RegisteredPlan& e) -> std::optional<std::string> {
+                               if (!e.info.reduceOp) return std::nullopt;
+                               return std::string(reduceOpName(*e.info.reduceOp));
+                             })
       .def_property_readonly("data_types",
                              [](const RegisteredPlan& e) {
                                std::vector<std::string> out;
@@ -124,6 +130,7 @@ void bindRegistry(py::module_& module) {
       .def_readonly("inplace", &SelectionRequest::inplace)
       .def_readonly("capturing", &SelectionRequest::capturing)
       .def_readonly("root", &SelectionRequest::root)
+      .def_property_readonly("op", [](const SelectionRequest& r) { return std::string(reduceOpName(r.op)); })
       .def_readonly("tags", &SelectionRequest::tags)
       .def_property_readonly(
           "candidates", [](const SelectionRequest& r) { return exposed(r.candidates); },
@@ -176,9 +183,9 @@ void bindRegistry(py::module_& module) {
       "registry_select",
       [](const std::string& collective, uint64_t messageBytes, const std::string& dtype, uint32_t worldSize,
          uint32_t ranksPerNode, bool inplace, bool capturing, std::optional<uint32_t> root,
-         std::vector<std::string> tags) {
+         std::vector<std::string> tags, const std::string& op) {
         SelectionRequest request = makeRequest(collective, messageBytes, dtype, worldSize, ranksPerNode, inplace,
-                                               capturing, root, std::move(tags));
+                                               capturing, root, std::move(tags), op);
         return std::const_pointer_cast<Plan>(PlanRegistry::global().select(request));
       },
       LOOM_REQUEST_ARGS, "The plan for one call, or None (cached per request).");
@@ -186,9 +193,9 @@ void bindRegistry(py::module_& module) {
       "registry_select_or_raise",
       [](const std::string& collective, uint64_t messageBytes, const std::string& dtype, uint32_t worldSize,
          uint32_t ranksPerNode, bool inplace, bool capturing, std::optional<uint32_t> root,
-         std::vector<std::string> tags) {
+         std::vector<std::string> tags, const std::string& op) {
         SelectionRequest request = makeRequest(collective, messageBytes, dtype, worldSize, ranksPerNode, inplace,
-                                               capturing, root, std::move(tags));
+                                               capturing, root, std::move(tags), op);
         return std::const_pointer_cast<Plan>(PlanRegistry::global().selectOrThrow(request));
       },
       LOOM_REQUEST_ARGS, "The plan for one call; no plan is an InvalidArgumentError saying what is registered.");
@@ -196,9 +203,10 @@ void bindRegistry(py::module_& module) {
       "registry_candidates",
       [](const std::string& collective, uint64_t messageBytes, const std::string& dtype, uint32_t worldSize,
          uint32_t ranksPerNode, bool inplace, bool capturing, std::optional<uint32_t> root,
-         std::vector<std::string> tags) {
-        return exposed(PlanRegistry::global().candidates(
-            makeRequest(collective, messageBytes, dtype, worldSize, ranksPerNode, inplace, capturing, root, std::move(tags))));
+         std::vector<std::string> tags, const std::string& op) {
+        return exposed(PlanRegistry::global().candidates(makeRequest(collective, messageBytes, dtype, worldSize,
+                                                                     ranksPerNode, inplace, capturing, root,
+                                                                     std::move(tags), op)));
       },
       LOOM_REQUEST_ARGS);
   module.def(

@@ -150,6 +150,27 @@ Plan Plan::load(const std::string& path) {
   return decodeAndValidate(text, path);
 }
 
+namespace {
+
+std::optional<ReduceOp> firstReduceOp(const std::vector<Op>& ops) {
+  for (const Op& op : ops) {
+    if (op.reduceOp) return op.reduceOp;
+    if (auto inBody = firstReduceOp(op.body)) return inBody;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ReduceOp> planReduceOp(const Plan& plan) {
+  for (const GpuProgram& gpu : plan.gpus) {
+    for (const ThreadBlock& tb : gpu.threadblocks) {
+      if (auto op = firstReduceOp(tb.ops)) return op;
+    }
+  }
+  return std::nullopt;
+}
+
 const GpuProgram& Plan::gpu(uint32_t rank) const {
   for (const GpuProgram& program : gpus) {
     if (program.rank == rank) return program;

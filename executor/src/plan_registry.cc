@@ -19,8 +19,11 @@ Error invalid(const std::string& message) { return Error(ErrorCategory::kInvalid
 
 std::string describe(const SelectionRequest& request) {
   std::ostringstream out;
+  const bool reducing =
+      request.collective == Collective::kAllReduce || request.collective == Collective::kReduceScatter;
   out << collectiveName(request.collective) << " of " << request.messageBytes << " bytes ("
-      << dataTypeName(request.dataType) << ", " << (request.inplace ? "in place" : "out of place") << ") over "
+      << dataTypeName(request.dataType) << (reducing ? ", " + std::string(reduceOpName(request.op)) : "") << ", "
+      << (request.inplace ? "in place" : "out of place") << ") over "
       << request.worldSize << " ranks, " << request.ranksPerNode << " per node";
   if (request.root) out << ", root " << *request.root;
   if (!request.tags.empty()) {
@@ -45,6 +48,7 @@ PlanInfo planInfoFrom(const Plan& plan, PlanSource source) {
   info.protocol = plan.protocol;
   info.inplace = plan.inplace;
   info.root = plan.root;
+  info.reduceOp = planReduceOp(plan);
   info.source = source;
   return info;
 }
@@ -56,6 +60,7 @@ bool planFits(const PlanInfo& info, const SelectionRequest& request) {
   }
   if (request.messageBytes < info.minMessageBytes || request.messageBytes > info.maxMessageBytes) return false;
   if (info.collective == Collective::kBroadcast && info.root != request.root) return false;
+  if (info.reduceOp && *info.reduceOp != request.op) return false;
   if (!info.dataTypes.empty() &&
       std::find(info.dataTypes.begin(), info.dataTypes.end(), request.dataType) == info.dataTypes.end()) {
     return false;
@@ -143,7 +148,7 @@ void PlanRegistry::invalidateLocked() {
 
 PlanRegistry::CacheKey PlanRegistry::keyOf(const SelectionRequest& r) {
   return CacheKey{r.collective, r.messageBytes, r.dataType, r.worldSize, r.ranksPerNode, r.inplace,
-                  r.capturing,  r.root ? int64_t(*r.root) : -1, r.tags};
+                  r.capturing,  r.root ? int64_t(*r.root) : -1,      r.op,       r.tags};
 }
 
 size_t PlanRegistry::CacheKeyHash::operator()(const CacheKey& k) const {
@@ -152,6 +157,7 @@ size_t PlanRegistry::CacheKeyHash::operator()(const CacheKey& k) const {
   mix(uint64_t(k.collective) | uint64_t(k.dataType) << 8 | uint64_t(k.inplace) << 16 | uint64_t(k.capturing) << 17);
   mix(uint64_t(k.worldSize) << 32 | k.ranksPerNode);
   mix(uint64_t(k.root));
+  mix(uint64_t(k.op));
   for (const std::string& tag : k.tags) mix(std::hash<std::string>{}(tag));
   return h;
 }
@@ -216,6 +222,7 @@ std::shared_ptr<const Plan> PlanRegistry::selectOrThrow(const SelectionRequest& 
         << " per node, bytes " << info.minMessageBytes << ".." << info.maxMessageBytes << ", "
         << (info.inplace ? "in place" : "out of place");
     if (info.root) out << ", root " << *info.root;
+    if (info.reduceOp) out << ", " << reduceOpName(*info.reduceOp);
     any = true;
   }
   if (!any && !defaultPlansEnabled()) out << " none (bundled plans are off: LOOM_DEFAULT_PLANS=0)";

@@ -213,8 +213,50 @@ def test_no_plan_is_an_error_that_lists_what_is_registered(registered):
         return str(error.value)
 
     message = _run(WORLD, body)[0]
-    assert "no plan for allreduce of 4194320 bytes (int32, in place) over 4 ranks, 4 per node" in message
-    assert "t_allreduce_inplace (user): 4 per node, bytes 0..4194304, in place" in message
+    assert "no plan for allreduce of 4194320 bytes (int32, sum, in place) over 4 ranks, 4 per node" in message
+    assert "t_allreduce_inplace (user): 4 per node, bytes 0..4194304, in place, sum" in message
+
+
+def test_a_plan_is_selected_only_for_the_operator_it_reduces_with(registered):
+    """A max all-reduce finds no sum plan (it found one and failed in the executor before); with a max
+    plan registered it runs on that one, and sum calls keep theirs."""
+    sum_text = compile_algorithm(
+        "allreduce_allpairs_packet",
+        WORLD,
+        inplace=True,
+        plan_name="t_allreduce_max",
+        verify=False,
+        min_message_size=0,
+        max_message_size=1 << 16,
+    )
+    max_plan = _native.Plan.parse(sum_text.replace('"reduce_op": "sum"', '"reduce_op": "max"'))
+    inputs = [np.random.default_rng(rank).standard_normal(1024).astype(np.float32) for rank in range(WORLD)]
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        data = inputs[comm.rank].copy()
+        no_max_plan = r"no plan for allreduce of 4096 bytes \(float32, max, in place\)"
+        with pytest.raises(InvalidArgumentError, match=no_max_plan):
+            comm.all_reduce(data, "max")
+        bootstrap.barrier()
+        if comm.rank == 0:
+            loom.register_plan(max_plan)
+        bootstrap.barrier()
+        comm.all_reduce(data, "max")
+        return data
+
+    try:
+        for result in _run(WORLD, body).values():
+            np.testing.assert_array_equal(result, np.max(inputs, axis=0))
+        assert loom.registry.select("allreduce", 4096, "float32", WORLD, WORLD, inplace=True, op="max").name == (
+            "t_allreduce_max"
+        )
+        assert loom.registry.select("allreduce", 4096, "float32", WORLD, WORLD, inplace=True).name == (
+            "t_allreduce_inplace"
+        )
+        assert loom.list_plans(collective="allreduce", source="user")[0].reduce_op in ("sum", "max")
+    finally:
+        loom.unregister_plan("t_allreduce_max")
 
 
 def test_registry_python_api(registered):

@@ -80,7 +80,7 @@ TEST(NcclDispatch, TableOfDecisions) {
       {"prod", call(Call::kAllReduce, 1024, 8, ncclFloat32, ncclProd), Route::kForward, Reason::kOpMissing},
       {"avg", call(Call::kReduceScatter, 1024, 8, ncclFloat32, ncclAvg), Route::kForward, Reason::kOpMissing},
       {"max: the bundled plans sum", call(Call::kAllReduce, 1024, 8, ncclFloat32, ncclMax), Route::kForward,
-       Reason::kPlanOpDiffers},
+       Reason::kNoPlan},
       {"float64 all-reduce", call(Call::kAllReduce, 1024, 8, ncclFloat64), Route::kForward, Reason::kTypeMissing},
       {"int64 all-reduce", call(Call::kAllReduce, 1024, 8, ncclInt64), Route::kForward, Reason::kTypeMissing},
       {"int8 all-gather moves bytes", call(Call::kAllGather, 1 << 20, 8, ncclInt8), Route::kLoom, Reason::kPlan,
@@ -150,7 +150,7 @@ TEST(NcclDispatch, DescribeNamesTheRequest) {
   EXPECT_EQ(
       text,
       "AllReduce 1024 x float32 sum out of place: forwarded to NCCL: no Loom plan fits (allreduce, 3 ranks, 3 per "
-      "node, 4 KiB in, out of place)");
+      "node, 4 KiB in, out of place, sum)");
 }
 
 TEST(NcclSettings, StrictBooleans) {

@@ -163,6 +163,10 @@ struct Plan {
   const GpuProgram& gpu(uint32_t rank) const;
 };
 
+// The operator of the plan's reductions (the first one found, pipeline bodies included); none for a
+// plan that only moves data. The executor refuses a plan that mixes operators on one rank.
+std::optional<ReduceOp> planReduceOp(const Plan& plan);
+
 // Plans larger than this are refused before parsing; LOOM_MAX_PLAN_BYTES overrides it.
 inline constexpr size_t kDefaultMaxPlanBytes = 32u << 20;
 size_t maxPlanBytes();

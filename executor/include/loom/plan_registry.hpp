@@ -42,6 +42,7 @@ struct PlanInfo {
   Protocol protocol = Protocol::kSimple;
   bool inplace = false;
   std::optional<uint32_t> root;      // broadcast plans: the rank whose data goes out
+  std::optional<ReduceOp> reduceOp;  // the operator its reductions use; none for plans that only move data
   std::vector<DataType> dataTypes;   // empty: every data type
   std::vector<std::string> tags;     // a request's tags must all be among these
   int32_t priority = 0;              // higher wins among equally narrow fits
@@ -66,6 +67,7 @@ struct SelectionRequest {
   bool inplace = false;
   bool capturing = false;  // a CUDA graph is being captured on the call's stream
   std::optional<uint32_t> root;
+  ReduceOp op = ReduceOp::kSum;  // the call's operator: a reducing plan must use this one
   std::vector<std::string> tags;
   std::vector<PlanEntry> candidates;  // the registered plans that fit, best first (default order)
 };
@@ -73,7 +75,7 @@ struct SelectionRequest {
 // Returns a plan for the request (usually one of its candidates) or nullptr for none.
 using Selector = std::function<std::shared_ptr<const Plan>(const SelectionRequest&)>;
 
-// Whether `entry` fits `request` (collective, shape, in-place, root, size, data type, tags).
+// Whether `entry` fits `request` (collective, shape, in-place, root, size, data type, operator, tags).
 bool planFits(const PlanInfo& info, const SelectionRequest& request);
 // The default selector's order: user before bundled, narrower range, higher priority, earlier.
 bool rankedBefore(const RegisteredPlan& a, const RegisteredPlan& b);
@@ -134,6 +136,7 @@ class PlanRegistry {
     bool inplace;
     bool capturing;
     int64_t root;
+    ReduceOp op;
     std::vector<std::string> tags;
     bool operator==(const CacheKey&) const = default;
   };
