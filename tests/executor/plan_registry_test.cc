@@ -146,6 +146,28 @@ TEST(Selection, IsCachedAndChangesInvalidateTheCache) {
   EXPECT_EQ(nameOf(registry.select(allReduce(4096))), "wide");
 }
 
+TEST(Selection, APlanFitsOnlyCallsOfItsReductionOperator) {
+  PlanRegistry registry;
+  const PlanEntry summing = add(registry, "sum", 1024, 1 << 20);
+  ASSERT_TRUE(summing->info.reduceOp.has_value());
+  EXPECT_EQ(*summing->info.reduceOp, ReduceOp::kSum);
+  SelectionRequest max = allReduce(4096);
+  max.op = ReduceOp::kMax;
+  EXPECT_EQ(registry.select(max), nullptr);  // cached apart from the sum request below
+  EXPECT_EQ(nameOf(registry.select(allReduce(4096))), "sum");
+  auto maxPlan = std::make_shared<Plan>(*examplePlan("max"));
+  for (GpuProgram& gpu : maxPlan->gpus) {
+    for (ThreadBlock& tb : gpu.threadblocks) {
+      for (Op& op : tb.ops) {
+        if (op.reduceOp) op.reduceOp = ReduceOp::kMax;
+      }
+    }
+  }
+  registry.add(maxPlan, planInfoFrom(*maxPlan));
+  EXPECT_EQ(nameOf(registry.select(max)), "max");
+  EXPECT_EQ(nameOf(registry.select(allReduce(4096))), "sum");
+}
+
 TEST(Selection, CustomSelectorSeesTheCandidatesOncePerKey) {
   PlanRegistry registry;
   add(registry, "wide", 1024, 1 << 20);
@@ -181,7 +203,7 @@ TEST(Selection, NoPlanErrorSaysWhatWasAskedAndWhatIsThere) {
   } catch (const Error& e) {
     const std::string text = e.what();
     EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument);
-    EXPECT_NE(text.find("no plan for allreduce of 1048576 bytes (bfloat16, out of place) over 2 ranks"),
+    EXPECT_NE(text.find("no plan for allreduce of 1048576 bytes (bfloat16, sum, out of place) over 2 ranks"),
               std::string::npos)
         << text;
     EXPECT_NE(text.find("small (user): 2 per node, bytes 1024..4096"), std::string::npos) << text;
