@@ -5,9 +5,10 @@
 
 Every collective call of a :class:`loom.Communicator` asks the registry for a plan: the selector gets a
 request (collective, message bytes, dtype, world size, ranks per node, in place, whether a CUDA graph is
-being captured, root, reduction operator, tags, and the registered plans that fit it, best first) and returns one of them,
-another ``loom.Plan``, or ``None``. The default selector takes the first candidate: user plans before
-bundled ones, then the narrowest size range, then the highest priority, then the earliest registered.
+being captured, root, reduction operator, tags, and the registered plans that fit it, best first) and
+returns one of them, another ``loom.Plan``, or ``None``. The default selector takes the first candidate:
+user plans before bundled ones, then the narrowest size range, then the highest priority, then the
+earliest registered.
 
 A selection is cached per request, so a selector runs once per distinct request; registering,
 unregistering or setting a selector clears the cache. When no plan is found, the communicator calls the
