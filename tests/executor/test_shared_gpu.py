@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -23,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GPU_CHECKS = ROOT / "tests" / "executor" / "gpu"
 sys.path.insert(0, str(ROOT / "tests" / "runtime"))
-from test_executor_gpu import SIZES, compute_sanitizer, write_library_plans  # noqa: E402
+from test_executor_gpu import compute_sanitizer, write_library_plans  # noqa: E402
 from test_runtime_gpu import GPUS  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -42,13 +43,24 @@ def _need_a_gpu_and_torch():
     pytest.importorskip("torch", reason="the GPU checks use torch tensors")
 
 
-def _run(program: list[str], timeout: int = 560, **extra_env: str) -> str:
+def _run(program: list[str], timeout: int = 300, **extra_env: str) -> str:
+    """Run a check in a child Python; past `timeout` it is sent SIGABRT, so its fault handler prints where
+    each thread was (a hang names itself), and the test fails with that output."""
     environment = {**os.environ, **ENVIRONMENT, **extra_env}
-    done = subprocess.run(
-        [sys.executable, *program], capture_output=True, text=True, timeout=timeout, env=environment, check=False
+    child = subprocess.Popen(
+        [sys.executable, "-X", "faulthandler", *program],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=environment,
     )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0 and "FAIL" not in output, _failure_report(output)
+    try:
+        output, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGABRT)
+        output, _ = child.communicate(timeout=60)
+        pytest.fail(f"still ran after {timeout} s; where its threads were:\n{output[-12000:]}")
+    assert child.returncode == 0 and "FAIL" not in output, _failure_report(output)
     return output
 
 
@@ -75,17 +87,21 @@ def _check_plans(world: int, plans: Path, sizes: str) -> None:
     print(output[-3000:])
 
 
+# The sizes of a rank's input. Every rank draws every rank's input on the host for its float64 reference, so
+# the work grows with the square of the ranks on one GPU: 8 ranks stop at 1 MiB, 4 at 4 MiB (the 64 MiB
+# case of two GPUs would take minutes here and runs the same programs; issue 21 runs it on 4 and 8 GPUs).
+LIBRARY_SIZES = {4: "1000,1024,4100,65536,262160,1048576,1048592,4194316", 8: "1000,1024,4100,65536,262160,1048592"}
+BUNDLED_SIZES = {4: "1000,4100,65552,1048592,4194316", 8: "1000,4100,65552,1048592"}
+
+
 @pytest.mark.parametrize("world", [4, 8])
 def test_every_library_plan_matches_float64_on_one_gpu(world, tmp_path):
-    plans = write_library_plans(world, tmp_path)
-    # Eight ranks hold eight times the buffers and scratch on one GPU: sizes up to 4 MiB keep it in memory.
-    _check_plans(world, plans, SIZES if world <= 4 else ",".join(SIZES.split(",")[:-1]))
+    _check_plans(world, write_library_plans(world, tmp_path), LIBRARY_SIZES[world])
 
 
 @pytest.mark.parametrize("world", [4, 8])
 def test_every_bundled_plan_matches_float64_on_one_gpu(world, tmp_path):
-    plans = _bundled_plans(world, tmp_path)
-    _check_plans(world, plans, "1000,4100,65552,1048592,4194316")
+    _check_plans(world, _bundled_plans(world, tmp_path), BUNDLED_SIZES[world])
 
 
 def test_drift_check_at_4_ranks_on_one_gpu(tmp_path):
