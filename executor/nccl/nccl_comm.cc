@@ -73,6 +73,13 @@ void connectLoomSide(ncclComm& comm) {
 
   std::string whyNot;
   comm.real = realNccl(&whyNot);
+  // NCCL refuses two ranks on one GPU, so ranks sharing one (a testing mode) cannot forward.
+  const std::vector<int> sharers = comm.communicator ? comm.communicator->ranksSharingGpu() : std::vector<int>{};
+  if (comm.real != nullptr && sharers.size() > 1) {
+    comm.real = nullptr;
+    whyNot = "ranks " + ranksText(sharers) + " share GPU " + comm.communicator->cudaDeviceBusId() +
+             " (LOOM_SHARE_GPU=1), and NCCL refuses two ranks on one GPU";
+  }
   const uint8_t mine = comm.real != nullptr ? 1 : 0;
   const auto have = comm.bootstrap->allGather(std::span<const uint8_t>(&mine, 1));
   std::vector<int> without;

@@ -174,13 +174,15 @@ void Communicator::Impl::sendMemoryOn(const RegisteredMemory& memory, int peer, 
   if (!memory.valid()) throw Error(ErrorCategory::kInvalidArgument, "sendMemory on " + where() + ": no memory");
   bootstrap->send(peer, wireTag, memory.serialize());
   const RegisteredMemory::Impl& m = memory.impl();
+  // A descriptor goes only to a peer in another process of this host: a peer in this process (ranks as
+  // threads) uses the address as it is and never takes one, and untaken ones would fill its socket.
+  if (!memory.isLocal() || !sameNode(peer) || processes[peer] == processes[rank()]) return;
   if (m.ipcKind == IpcKind::kHostFd) {
-    if (!memory.isLocal() || !sameNode(peer) || processes[peer] == processes[rank()]) return;
     std::lock_guard lock(mutex);
     mailbox().send(peer, fdTag, m.hostSegment->fd, Deadline(bootstrap->timeoutMs()));
     return;
   }
-  if (m.ipcKind != IpcKind::kPosixFd || !memory.isLocal() || !sameNode(peer)) return;
+  if (m.ipcKind != IpcKind::kPosixFd) return;
   const int fd = gpu::exportPosixFd(reinterpret_cast<void*>(m.address - m.ipcOffset));
   std::lock_guard lock(mutex);
   try {

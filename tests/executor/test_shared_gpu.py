@@ -1,9 +1,9 @@
-"""Ranks sharing one GPU (LOOM_SHARE_GPU=1, issue 16): 4 and 8 ranks as threads of one process on GPU 0,
-so every 4- and 8-rank plan runs on a machine with one GPU. Skipped, with the reason, without a GPU or
+"""Ranks sharing one GPU (LOOM_SHARE_GPU=1, issue 16): 4, 8 and 16 ranks as threads of one process on
+GPU 0, so every 4-, 8-, 2x4- and 2x8-rank plan runs on a machine with one GPU. Skipped, with the reason, without a GPU or
 torch. What their timings mean: docs/testing.md (kernel costs on one GPU, not NVLink).
 
-- every library plan for 4 and 8 ranks and every bundled 4-, 8-, 2x4- and 2x8-rank plan whose blocks
-  fit, every data type, odd sizes, in and out of place, against float64 on fresh data (gpu/plan_check.py);
+- every library plan for 4 and 8 ranks and every bundled 4-, 8-, 2x4- and 2x8-rank plan (16 ranks) whose
+  blocks fit, every data type, odd sizes, in and out of place, against float64 on fresh data (gpu/plan_check.py);
 - the drift check at 4 ranks; loom.Communicator with torch tensors eagerly and in CUDA graphs at 4 and 8;
 - compute-sanitizer memcheck and racecheck on a 4-rank case;
 - the refusals: sharing without LOOM_SHARE_GPU=1, a malformed LOOM_SHARE_GPU, blocks that do not fit.
@@ -91,7 +91,7 @@ def _check_plans(world: int, plans: Path, sizes: str) -> None:
 # the work grows with the square of the ranks on one GPU: 8 ranks stop at 1 MiB, 4 at 4 MiB (the 64 MiB
 # case of two GPUs would take minutes here and runs the same programs; issue 21 runs it on 4 and 8 GPUs).
 LIBRARY_SIZES = {4: "1000,1024,4100,65536,262160,1048576,1048592,4194316", 8: "1000,1024,4100,65536,262160,1048592"}
-BUNDLED_SIZES = {4: "1000,4100,65552,1048592,4194316", 8: "1000,4100,65552,1048592"}
+BUNDLED_SIZES = {4: "1000,4100,65552,1048592,4194316", 8: "1000,4100,65552,1048592", 16: "1000,4100,65552"}
 
 
 @pytest.mark.parametrize("world", [4, 8])
@@ -99,7 +99,7 @@ def test_every_library_plan_matches_float64_on_one_gpu(world, tmp_path):
     _check_plans(world, write_library_plans(world, tmp_path), LIBRARY_SIZES[world])
 
 
-@pytest.mark.parametrize("world", [4, 8])
+@pytest.mark.parametrize("world", [4, 8, 16])  # 16: the 2x8-rank plans
 def test_every_bundled_plan_matches_float64_on_one_gpu(world, tmp_path):
     _check_plans(world, _bundled_plans(world, tmp_path), BUNDLED_SIZES[world])
 
