@@ -7,6 +7,7 @@ arguments or :class:`loom.errors.DSLError` for a program that cannot compile.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import inspect
 import io
@@ -99,7 +100,10 @@ def compile_file(
       return a CollectiveProgram, which is compiled;
     - otherwise the plan it printed (``print(JSON())``, as MSCCL++ programs do) is the result; it
       is checked against the schema. ``world_size`` etc. cannot be passed to such a file: given,
-      they must match the printed plan.
+      they must match the printed plan;
+    - a file that did neither but has an ``if __name__ == "__main__":`` block (MSCCL++'s default
+      algorithms print their plan from there) runs again as ``__main__``, as ``python FILE.py``
+      would run it, and the plan that prints is the result.
 
     Anything else the file prints goes to stderr. ``verify`` runs the plan verifier on the result,
     as for :func:`compile_algorithm`.
@@ -115,10 +119,15 @@ def compile_file(
     if callable(build):
         return _compile_build(build, {**given, **options}, file, f"{file}: build()", printed, verify)
     text, rest = _printed_plan(printed.getvalue())
+    if text is None and _has_main_block(file):
+        printed = io.StringIO()
+        _run_file(file, argv or [], printed, run_name="__main__")
+        text, rest = _printed_plan(printed.getvalue())
     _forward(rest)
     if text is None:
         raise DSLError(
-            f"{file} neither defines build() nor prints a plan: define build(world_size, ...) returning the"
+            f"{file} neither defines build() nor prints a plan (run as a module, nor from its"
+            ' `if __name__ == "__main__":` block): define build(world_size, ...) returning the'
             " CollectiveProgram, or print(JSON()) inside the `with CollectiveProgram(...)` block"
         )
     if options:
@@ -189,16 +198,32 @@ def _verified(text: str, verify: bool) -> str:
     return text
 
 
-def _run_file(file: Path, argv: list[str], printed: io.StringIO) -> dict[str, Any]:
+def _run_file(file: Path, argv: list[str], printed: io.StringIO, run_name: str = "__loom_compile__") -> dict[str, Any]:
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(file), *argv]
     sys.path.insert(0, str(file.resolve().parent))
     try:
         with contextlib.redirect_stdout(printed):
-            return _guarded(file, lambda: runpy.run_path(str(file), run_name="__loom_compile__"))
+            return _guarded(file, lambda: runpy.run_path(str(file), run_name=run_name))
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
+
+
+def _has_main_block(file: Path) -> bool:
+    """Whether the file has a top-level ``if __name__ == "__main__":`` block."""
+    try:
+        tree = ast.parse(file.read_text(), str(file))
+    except SyntaxError:
+        return False  # it ran, so this does not happen; and then there is no block to run
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1:
+            sides = [node.test.left, *node.test.comparators]
+            names = {side.id for side in sides if isinstance(side, ast.Name)}
+            texts = {side.value for side in sides if isinstance(side, ast.Constant)}
+            if isinstance(node.test.ops[0], ast.Eq) and names == {"__name__"} and texts == {"__main__"}:
+                return True
+    return False
 
 
 def _guarded(file: Path, body):

@@ -1,6 +1,6 @@
 """Ranks sharing one GPU (LOOM_SHARE_GPU=1, issue 16): 4, 8 and 16 ranks as threads of one process on
-GPU 0, so every 4-, 8-, 2x4- and 2x8-rank plan runs on a machine with one GPU. Skipped, with the reason, without a GPU or
-torch. What their timings mean: docs/testing.md (kernel costs on one GPU, not NVLink).
+GPU 0, so every 4-, 8-, 2x4- and 2x8-rank plan runs on a machine with one GPU. Skipped, with the reason,
+without a GPU or torch. What their timings mean: docs/testing.md (kernel costs on one GPU, not NVLink).
 
 - every library plan for 4 and 8 ranks and every bundled 4-, 8-, 2x4- and 2x8-rank plan (16 ranks) whose
   blocks fit, every data type, odd sizes, in and out of place, against float64 on fresh data (gpu/plan_check.py);

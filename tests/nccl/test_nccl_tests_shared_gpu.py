@@ -60,15 +60,27 @@ def nccl_tests(tmp_path_factory) -> dict[str, Path]:
     work = tmp_path_factory.mktemp("nccl-tests")
     (work / "lib").mkdir()
     (work / "lib" / "libnccl.so").symlink_to(LIBRARY)
-    capability = subprocess.run(
-        ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader", "-i", "0"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip().replace(".", "")
+    capability = (
+        subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader", "-i", "0"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .replace(".", "")
+    )
     make = [
-        "make", "-C", str(Path(source) / "src"), f"-j{os.cpu_count() or 4}", f"BUILDDIR={work / 'bin'}",
+        "make",
+        "-C",
+        str(Path(source) / "src"),
+        f"-j{os.cpu_count() or 4}",
+        f"BUILDDIR={work / 'bin'}",
         # The shared CUDA runtime, which the shim can wrap; with NVCC not a bare path, the Makefile cannot
         # tell the CUDA version, so the C++ standard that CUDA 13 needs is given too.
-        f"CUDA_HOME={CUDA}", f"NVCC={CUDA / 'bin' / 'nvcc'} -cudart shared", "CXXSTD=-std=c++17",
+        f"CUDA_HOME={CUDA}",
+        f"NVCC={CUDA / 'bin' / 'nvcc'} -cudart shared",
+        "CXXSTD=-std=c++17",
         f"NVCC_GENCODE=-gencode=arch=compute_{capability},code=sm_{capability}",
         f"NCCL_HOME={work}",
     ]

@@ -110,6 +110,44 @@ def test_print_style_file_cannot_take_another_world_size(printer):
         compile_file(printer, argv=["--num_gpus", "4"], world_size=8)
 
 
+def _main_block_style(printer_source: str) -> str:
+    """PRINTER's program as MSCCL++'s default algorithms write it: a function, called with the parsed
+    arguments from the file's `if __name__ == "__main__":` block, which prints the plan."""
+    head, _, body = printer_source.partition("parser = argparse.ArgumentParser()")
+    setup, _, program = body.partition("with CollectiveProgram")
+    program = textwrap.indent("with CollectiveProgram" + program, "    ")
+    main = setup.replace("n = parser.parse_args().num_gpus", "user_sendrecv(parser.parse_args().num_gpus)")
+    return f'{head}\ndef user_sendrecv(n):\n{program}\n\nif __name__ == "__main__":\n' + textwrap.indent(
+        "parser = argparse.ArgumentParser()" + main, "    "
+    )
+
+
+def _without_sources(value):
+    """The plan without what names its source file (the metadata's hash, each op's line)."""
+    if isinstance(value, dict):
+        return {k: _without_sources(v) for k, v in value.items() if k not in ("loc", "source_hash")}
+    return [_without_sources(v) for v in value] if isinstance(value, list) else value
+
+
+def test_a_plan_printed_from_the_main_block_is_compiled(tmp_path, printer):
+    path = tmp_path / "main_block.py"
+    path.write_text(_main_block_style(PRINTER))
+    assert 'if __name__ == "__main__":' in path.read_text()
+    plan = json.loads(compile_file(path, argv=["--num_gpus", "4"]))
+    same = json.loads(compile_file(printer, argv=["--num_gpus", "4"]))
+    assert _without_sources(plan) == _without_sources(same)  # the same program from another file
+    assert verify(plan, calls=3) == []
+    with pytest.raises(InvalidArgumentError, match="argv"):
+        compile_file(path)  # its arguments are still the file's own
+
+
+def test_a_main_block_that_prints_no_plan_is_still_neither(tmp_path):
+    path = tmp_path / "main_prints_nothing.py"
+    path.write_text('x = 1\nif __name__ == "__main__":\n    print("hello")\n')
+    with pytest.raises(DSLError, match="neither defines build"):
+        compile_file(path)
+
+
 def test_file_that_neither_builds_nor_prints(tmp_path):
     path = tmp_path / "empty.py"
     path.write_text("x = 1\n")
