@@ -277,7 +277,7 @@ def _run_on_one_gpu(plans: dict[int, str], sizes: list[int], args: argparse.Name
         command = [sys.executable, "-m", "loom.demo", "--one-gpu", "--plans", json.dumps(plans)]
         command += ["--results", str(results), "--sizes", ",".join(map(str, sizes))]
         command += ["--calls", str(args.calls), "--repeats", str(args.repeats)]
-        env = {**os.environ, "LOOM_SHARE_GPU": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "32"}
+        env = {**os.environ, "LOOM_SHARE_GPU": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "32", "CUDA_MODULE_LOADING": "EAGER"}
         env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "RANK": "0", "WORLD_SIZE": "1"})
         try:
             done = subprocess.run(command, env=env, timeout=args.timeout, check=False)

@@ -31,6 +31,16 @@ std::vector<int> checkGpuSharing(const Communicator& communicator) {
                     "communicator, or device=local_rank). For testing only, ranks that are threads of one "
                     "process may share a GPU with LOOM_SHARE_GPU=1");
   }
+  // At 16 ranks on one GPU the 2x8 packet all-gather stalled in testing, whatever we changed (a copy
+  // by a proxy never landed); until that is understood, more than 8 are refused rather than left to hang.
+  constexpr size_t kMostRanksSharing = 8;
+  if (sharers.size() > kMostRanksSharing) {
+    throw Error(ErrorCategory::kInvalidArgument,
+                who + ": at most " + std::to_string(kMostRanksSharing) + " ranks may share one GPU (there are " +
+                    std::to_string(sharers.size()) +
+                    "); with 16, calls over port channels stalled in testing (docs/testing.md), so more are "
+                    "refused. Run plans of more ranks on the CPU backend (loom.host_ranks)");
+  }
   // Each rank's stream needs a hardware queue of its own: kernels of streams that share one start in
   // order, so a kernel that waits for another rank's next call would hold that call back (CUDA's
   // default is 8 queues; 32 is its most).
@@ -41,6 +51,17 @@ std::vector<int> checkGpuSharing(const Communicator& communicator) {
                       "starts (it is " + (queues ? *queues : std::string("unset")) +
                       "), so that each rank's stream has a hardware queue of its own; kernels of streams that "
                       "share a queue start in order and would wait for each other");
+  }
+  // With lazy loading (CUDA's default since 12.2) the first use of a kernel loads its module, and a
+  // load may wait for the kernels running on the GPU: a rank's first launch of a kernel (Loom's for a
+  // new type, or any of the program's own) would wait for other ranks' blocks that wait for this rank.
+  const std::optional<std::string> loading = processEnvironment("CUDA_MODULE_LOADING");
+  if (!loading || *loading != "EAGER") {
+    throw Error(ErrorCategory::kInvalidArgument,
+                who + ": ranks sharing a GPU need CUDA_MODULE_LOADING=EAGER in the environment before CUDA starts "
+                      "(it is " + (loading ? *loading : std::string("unset, so LAZY")) +
+                      "): with lazy loading, the first launch of a kernel may wait for the kernels running on the "
+                      "GPU, and those wait for this rank's next call");
   }
   for (int rank : sharers) {
     if (!communicator.sameProcess(rank)) {

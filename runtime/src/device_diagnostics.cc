@@ -41,6 +41,17 @@ device::WaitContext DeviceDiagnostics::waitContext(int channel, int peer) const 
   return context;
 }
 
+namespace {
+
+// A packet read's last look: both halves' flags (flag1 << 32 | flag2); 0 is scratch never written.
+std::string packetFlags(uint64_t seen) {
+  const uint32_t first = uint32_t(seen >> 32), second = uint32_t(seen);
+  if (first == second) return first == 0 ? "flag 0 (nothing written yet)" : "flag " + std::to_string(first);
+  return "flags " + std::to_string(first) + " and " + std::to_string(second) + " in its halves";
+}
+
+}  // namespace
+
 std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs) {
   using device::WaitKind;
   std::string text = "rank " + std::to_string(r.rank);
@@ -54,7 +65,7 @@ std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs) {
       break;
     case WaitKind::kPacket:
       text += "packet read";
-      expected = "expected flag " + std::to_string(r.expected) + ", the packet did not carry it";
+      expected = "expected flag " + std::to_string(r.expected) + ", the packet carried " + packetFlags(r.seen);
       break;
     case WaitKind::kFifoFull:
       text += "port channel push (FIFO full)";

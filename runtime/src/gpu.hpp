@@ -36,9 +36,9 @@ PointerInfo pointerInfo(const void* pointer);
 // 0 for memory CUDA does not know.
 uint64_t allocationId(const void* pointer);
 
-// A synchronous copy between any two pointers of this process (host or device), on a non-blocking
-// stream of the calling thread: it never waits for kernels, so a proxy may copy while a kernel waits
-// for it.
+// A synchronous copy between any two pointers of this process (host or device), on the process's
+// non-blocking copy stream of the current device: it never waits for kernels, so a proxy may copy
+// while a kernel waits for it.
 void copy(void* dst, const void* src, uint64_t bytes);
 
 // Page-locked host memory, mapped into the device's address space when `mapped` (so kernels can

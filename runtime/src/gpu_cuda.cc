@@ -87,20 +87,19 @@ uint64_t allocationId(const void* pointer) {
 
 namespace {
 
-// This thread's copy stream on the current device. Non-blocking: a copy on the legacy default
-// stream (plain cudaMemcpy) would wait for every kernel of the device, including the one waiting
-// for this very copy (a kernel that flushes a port channel whose proxy stages through the host).
+// The process's copy stream on the current device, one per device, shared by every thread. Non-blocking:
+// a copy on the legacy default stream (plain cudaMemcpy) would wait for every kernel of the device,
+// including the one waiting for this very copy (a kernel that flushes a port channel whose proxy stages
+// through the host). Never destroyed: the thread-local ones this replaces were destroyed at thread exit,
+// which for the main thread is process exit, when the CUDA context may be gone already (nccl-tests
+// died there with SIGSEGV in cuStreamDestroy).
 cudaStream_t copyStream() {
-  struct Streams {
-    std::map<int, cudaStream_t> byDevice;
-    ~Streams() {
-      for (auto& [device, stream] : byDevice) cudaStreamDestroy(stream);
-    }
-  };
-  thread_local Streams streams;
+  static std::mutex mutex;
+  static std::map<int, cudaStream_t>& streams = *new std::map<int, cudaStream_t>();
   int device = 0;
   checkCuda(cudaGetDevice(&device), "cudaGetDevice");
-  cudaStream_t& stream = streams.byDevice[device];
+  std::lock_guard<std::mutex> lock(mutex);
+  cudaStream_t& stream = streams[device];
   if (stream == nullptr) checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   return stream;
 }

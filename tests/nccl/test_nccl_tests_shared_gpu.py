@@ -7,6 +7,7 @@ why nothing is forwarded. Skipped, with the reason, without a GPU, the library, 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from loom.plan_compiler import compile_algorithm
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "runtime"))
@@ -27,15 +29,17 @@ RANKS = 4
 
 pytestmark = pytest.mark.gpu
 
-# (program, its size range): all-gather's plans above 128 KiB run 48 blocks of 1024 threads per rank,
-# more than 4 ranks can keep resident on one GPU at once; Loom refuses them (the refusal is checked).
+# (program, its size range). The bundled all-gather plans above 128 KiB run 48 blocks of 1024 threads per
+# rank, more than 4 ranks can keep resident on one GPU at once: Loom refuses them (the refusal is checked),
+# so the all-gather run uses a cache where they are compiled with 8 instances (24 blocks), which fit.
 CASES = {
     "all_reduce_perf": ("8", "1G"),
     "reduce_scatter_perf": ("8", "1G"),
     "broadcast_perf": ("8", "1G"),
     "alltoall_perf": ("8", "1G"),
-    "all_gather_perf": ("8", "128K"),
+    "all_gather_perf": ("8", "1G"),
 }
+FITTING_INSTANCES = 8
 
 
 def _include_dir() -> Path:
@@ -92,19 +96,49 @@ def nccl_tests(tmp_path_factory) -> dict[str, Path]:
     subprocess.run([*compile_shim, str(ROOT / "tests" / "nccl" / "gpu" / "one_gpu_devices.c"), "-ldl"], check=True)
     # The bundled plans, where the library's registry loads them (as `loom install-plans` puts them).
     subprocess.run([sys.executable, "-m", "loom", "install-plans", "--cache-dir", str(work / "cache")], check=True)
-    return {"bin": work / "bin", "lib": work / "lib", "shim": shim, "cache": work / "cache"}
+    fitting = work / "cache-fitting"
+    shutil.copytree(work / "cache", fitting)
+    _recompile_large_allgather(fitting)
+    return {"bin": work / "bin", "lib": work / "lib", "shim": shim, "cache": work / "cache", "fitting": fitting}
 
 
-def _run(nccl_tests: dict[str, Path], program: str, low: str, high: str, tmp_path: Path) -> tuple[str, str]:
+def _recompile_large_allgather(cache: Path) -> None:
+    """Replace the installed 4-rank all-gather plans whose blocks do not fit 4 ranks on one GPU with the same
+    algorithm and size range at FITTING_INSTANCES instances (what a user of this testing mode would do)."""
+    replaced = 0
+    for path in cache.rglob("allgather_fullmesh_4r_*.json"):
+        plan = json.loads(path.read_text())
+        parameters = plan["metadata"]["parameters"]
+        options = parameters["options"]
+        text = compile_algorithm(
+            parameters["algorithm"],
+            plan["world_size"],
+            plan["ranks_per_node"],
+            instances=FITTING_INSTANCES,
+            inplace=plan["inplace"],
+            plan_name=plan["name"],
+            min_message_size=options["min_message_size"],
+            max_message_size=options["max_message_size"],
+            num_threads_per_block=options["num_threads_per_block"],
+        )
+        path.write_text(text)
+        replaced += 1
+    assert replaced == 2, f"expected the in- and out-of-place 4-rank all-gather plans under {cache}"
+
+
+def _run(
+    nccl_tests: dict[str, Path], program: str, low: str, high: str, tmp_path: Path, cache: str = "fitting"
+) -> tuple[str, str]:
     binary = nccl_tests["bin"] / program
     environment = {
         **os.environ,
         "LD_PRELOAD": f"{LIBRARY}:{nccl_tests['shim']}",
         "LD_LIBRARY_PATH": f"{nccl_tests['lib']}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-        "LOOM_CACHE_DIR": str(nccl_tests["cache"]),
+        "LOOM_CACHE_DIR": str(nccl_tests[cache]),
         "LOOM_VIRTUAL_GPUS": str(RANKS),
         "LOOM_SHARE_GPU": "1",
         "CUDA_DEVICE_MAX_CONNECTIONS": "32",
+        "CUDA_MODULE_LOADING": "EAGER",
         "NCCL_NVLS_ENABLE": "0",
         "LOOM_DEVICE_TIMEOUT_MS": "20000",
         "LOOM_NCCL_DEBUG": "INFO",
@@ -114,14 +148,34 @@ def _run(nccl_tests: dict[str, Path], program: str, low: str, high: str, tmp_pat
     command += ["-w", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=environment, check=False)
     logs = "\n".join(path.read_text() for path in sorted(tmp_path.glob("loom.*.log")))
-    return done.stdout + done.stderr + f"\nexit status {done.returncode}", logs
+    output = done.stdout + done.stderr
+    return output + _crash_functions(output) + f"\nexit status {done.returncode}", logs
+
+
+def _report(output: str, logs: str) -> str:
+    """The end of the output and of Loom's log, with the log's warnings and errors (device timeouts name the
+    rank, block and op) wherever they were."""
+    alerts = [line for line in logs.splitlines() if re.search(r"WARN|ERROR|timed out", line)]
+    return f"{output[-6000:]}\n--- Loom warnings ---\n" + "\n".join(alerts[:20]) + f"\n--- Loom log ---\n{logs[-3000:]}"
+
+
+def _crash_functions(output: str) -> str:
+    """The functions of the shim's crash stack (library+offset frames), by addr2line, if there was one."""
+    frames = re.findall(r"frame \d+: (\S+)\+(0x[0-9a-f]+)", output)
+    if not frames or shutil.which("addr2line") is None:
+        return ""
+    lines = ["", "crash stack, symbolized:"]
+    for library, offset in frames:
+        found = subprocess.run(["addr2line", "-f", "-C", "-e", library, offset], capture_output=True, text=True)
+        lines.append(f"  {Path(library).name}+{offset}: {found.stdout.split(chr(10))[0] or '?'}")
+    return "\n".join(lines)
 
 
 @pytest.mark.parametrize("program", sorted(CASES))
 def test_nccl_tests_with_4_ranks_on_one_gpu_report_nothing_wrong(nccl_tests, program, tmp_path):
     low, high = CASES[program]
     output, logs = _run(nccl_tests, program, low, high, tmp_path)
-    report = f"{output[-6000:]}\n--- Loom log ---\n{logs[-4000:]}"
+    report = _report(output, logs)
     print(output)  # nccl-tests' table: kernel costs of 4 ranks on one GPU, not NVLink
     assert output.endswith("exit status 0") and "Out of bounds values : 0 OK" in output, report
     rows = [line.split() for line in output.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\w+", line)]
@@ -131,9 +185,9 @@ def test_nccl_tests_with_4_ranks_on_one_gpu_report_nothing_wrong(nccl_tests, pro
 
 
 def test_a_plan_whose_blocks_do_not_fit_is_refused_with_the_reason(nccl_tests, tmp_path):
-    output, logs = _run(nccl_tests, "all_gather_perf", "1M", "1M", tmp_path)
+    output, logs = _run(nccl_tests, "all_gather_perf", "1M", "1M", tmp_path, cache="cache")
     assert not output.endswith("exit status 0"), output[-4000:]
-    assert "the GPU holds at most" in output + logs, f"{output[-4000:]}\n--- Loom log ---\n{logs[-4000:]}"
+    assert "the GPU holds at most" in output + logs, _report(output, logs)
 
 
 def _bytes(text: str) -> int:

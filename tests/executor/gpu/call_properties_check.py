@@ -33,6 +33,7 @@ DEVICE = Memory(
 def main() -> int:
     os.environ["LOOM_SHARE_GPU"] = "1"
     os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "32"  # before CUDA starts, which is still to come here
+    os.environ["CUDA_MODULE_LOADING"] = "EAGER"
     failures = 0
     for world in range(1, 10):
         cases = draw_cases(world, seed=world)

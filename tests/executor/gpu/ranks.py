@@ -52,6 +52,7 @@ def run(args: argparse.Namespace, rank_main: Callable[[object], int]) -> int:
         return 1 if rank_main(bootstrap) else 0
     os.environ["LOOM_SHARE_GPU"] = "1"
     os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "32"  # read when CUDA starts, which is still to come here
+    os.environ["CUDA_MODULE_LOADING"] = "EAGER"  # likewise (docs/testing.md says why)
 
     def body(bootstrap: object) -> int:
         torch.cuda.set_device(0)

@@ -7,10 +7,40 @@
 // checks its data) instead of the whole device. On a GPU of its own a thread's device-wide wait covers
 // only its own work; on a shared one it would also wait for the other threads' collectives, which wait
 // in turn for this thread's next call, and the job would stall until Loom's device timeout.
+// A crash (SIGSEGV, SIGBUS) prints its stack, each frame as library+offset, before the signal
+// takes the process down as it would have: the test turns the offsets into source lines.
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+static void print_stack(int signal_number) {
+  void* frames[64];
+  const int count = backtrace(frames, 64);
+  dprintf(STDERR_FILENO, "one_gpu_devices: signal %d, stack:\n", signal_number);
+  for (int i = 0; i < count; ++i) {
+    Dl_info info;
+    if (dladdr(frames[i], &info) && info.dli_fname != NULL) {
+      const uintptr_t offset = (uintptr_t)frames[i] - (uintptr_t)info.dli_fbase;
+      dprintf(STDERR_FILENO, "  frame %d: %s+0x%lx (%s)\n", i, info.dli_fname, (unsigned long)offset,
+              info.dli_sname != NULL ? info.dli_sname : "?");
+    } else {
+      dprintf(STDERR_FILENO, "  frame %d: %p\n", i, frames[i]);
+    }
+  }
+  signal(signal_number, SIG_DFL);
+  raise(signal_number);
+}
+
+__attribute__((constructor)) static void install_crash_report(void) {
+  signal(SIGSEGV, print_stack);
+  signal(SIGBUS, print_stack);
+}
 
 static __thread int chosen_device = 0;
 

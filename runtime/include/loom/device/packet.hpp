@@ -39,8 +39,8 @@ struct alignas(16) LL16Packet {
   }
   LOOM_HOST_DEVICE void write(uint64_t value, uint32_t flag) { write(uint32_t(value), uint32_t(value >> 32), flag); }
 
-  // One look: true and the data when both halves carry `flag`.
-  LOOM_HOST_DEVICE bool tryRead(uint32_t flag, uint64_t& value) const {
+  // One look: the data, and the flags of both halves as (flag1 << 32 | flag2).
+  LOOM_HOST_DEVICE uint64_t look(uint64_t& value) const {
     uint32_t d1, f1, d2, f2;
 #if LOOM_DEVICE_PASS
     asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
@@ -53,17 +53,22 @@ struct alignas(16) LL16Packet {
     d1 = uint32_t(low), f1 = uint32_t(low >> 32), d2 = uint32_t(high), f2 = uint32_t(high >> 32);
 #endif
     value = uint64_t(d2) << 32 | d1;
-    return f1 == flag && f2 == flag;
+    return uint64_t(f1) << 32 | f2;
   }
+  // One look: true and the data when both halves carry `flag`.
+  LOOM_HOST_DEVICE bool tryRead(uint32_t flag, uint64_t& value) const { return look(value) == bothFlags(flag); }
 
+  // A timed-out read reports the flags it last saw.
   LOOM_HOST_DEVICE uint64_t read(uint32_t flag, const WaitContext& context, int32_t op = -1) const {
     uint64_t value = 0;
     if (tryRead(flag, value)) return value;
     spinUntil(
-        context, WaitKind::kPacket, op, flag, [&]() -> uint64_t { return tryRead(flag, value) ? 1 : 0; },
-        [](uint64_t ok) { return ok != 0; });
+        context, WaitKind::kPacket, op, flag, [&] { return look(value); },
+        [&](uint64_t flags) { return flags == bothFlags(flag); });
     return value;
   }
+
+  LOOM_HOST_DEVICE static uint64_t bothFlags(uint32_t flag) { return uint64_t(flag) << 32 | flag; }
 };
 
 struct alignas(8) LL8Packet {
@@ -80,7 +85,8 @@ struct alignas(8) LL8Packet {
     storeRelaxed(reinterpret_cast<uint64_t*>(this), word);
 #endif
   }
-  LOOM_HOST_DEVICE bool tryRead(uint32_t flagValue, uint32_t& value) const {
+  // One look: the data, and the flag (as both halves of the word a timed-out read reports).
+  LOOM_HOST_DEVICE uint64_t look(uint32_t& value) const {
     uint64_t word;
 #if LOOM_DEVICE_PASS
     asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(word) : "l"(this) : "memory");
@@ -88,14 +94,17 @@ struct alignas(8) LL8Packet {
     word = loadRelaxed(reinterpret_cast<uint64_t*>(const_cast<LL8Packet*>(this)));
 #endif
     value = uint32_t(word);
-    return uint32_t(word >> 32) == flagValue;
+    return LL16Packet::bothFlags(uint32_t(word >> 32));
+  }
+  LOOM_HOST_DEVICE bool tryRead(uint32_t flagValue, uint32_t& value) const {
+    return look(value) == LL16Packet::bothFlags(flagValue);
   }
   LOOM_HOST_DEVICE uint32_t read(uint32_t flagValue, const WaitContext& context, int32_t op = -1) const {
     uint32_t value = 0;
     if (tryRead(flagValue, value)) return value;
     spinUntil(
-        context, WaitKind::kPacket, op, flagValue, [&]() -> uint64_t { return tryRead(flagValue, value) ? 1 : 0; },
-        [](uint64_t ok) { return ok != 0; });
+        context, WaitKind::kPacket, op, flagValue, [&] { return look(value); },
+        [&](uint64_t flags) { return flags == LL16Packet::bothFlags(flagValue); });
     return value;
   }
 };
