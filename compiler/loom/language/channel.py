@@ -7,6 +7,7 @@ it; ``dst_rank`` is the peer. Signals pair up with the peer's waits on its chann
 from __future__ import annotations
 
 from loom.ir import model as ir
+from loom.language.id_counters import NumberedPerProgram
 from loom.language.program import get_program
 from loom.language.rank import (
     check_chunk,
@@ -23,7 +24,7 @@ from loom.language.thread_block_group import ThreadBlockGroup
 from loom.language.types import BufferType, ChannelType, Chunk, ReduceOperationType, SyncType
 
 
-class _PeerChannel:
+class _PeerChannel(NumberedPerProgram):
     """What memory and port channels share: declaration, rank checks, sync ops, puts."""
 
     channel_type: ChannelType
@@ -170,7 +171,7 @@ class PortChannel(_PeerChannel):
         fail("reduce over a channel (read_reduce) needs a MemoryChannel: a port channel cannot read the peer's memory")
 
 
-class SwitchChannel:
+class SwitchChannel(NumberedPerProgram):
     """NVLink SHARP multicast over ``rank_list``, bound to one buffer type (opt-in at run time)."""
 
     def __init__(self, rank_list: list[int], buffer_type: BufferType) -> None:

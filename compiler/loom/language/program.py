@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import json
 import os
 from collections import defaultdict
+from typing import Any
 
 from loom.errors import DSLError
 from loom.ir import model as ir
@@ -258,11 +260,21 @@ class CollectiveProgram:
             self._compiled = compile_program(self)
         return self._compiled
 
-    def to_json(self) -> str:
-        """The plan as canonical JSON text (schema-checked)."""
+    def post_process_operations(self) -> None:
+        """What MSCCL++'s compile path calls before writing JSON (fusion, syncs, instances): here the
+        passes, run once (``compile``); ``to_json`` runs them itself, so calling this is optional."""
+        self.compile()
+
+    def to_json(self, indent: int | str | None = None, **json_options: Any) -> str:
+        """The plan as canonical JSON text (schema-checked). With ``indent`` or other ``json.dumps``
+        options (MSCCL++'s signature), the same plan formatted as asked: not the canonical text, but it
+        loads, verifies and runs the same."""
         from loom.emit import emit_plan_text
 
-        return emit_plan_text(self)
+        text = emit_plan_text(self)
+        if indent is None and not json_options:
+            return text
+        return json.dumps(json.loads(text), indent=indent, **json_options)
 
 
 # `from ...program import *` also gives the collectives and ReplicationPolicy, as in MSCCL++.

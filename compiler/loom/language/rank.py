@@ -6,6 +6,7 @@ import dataclasses
 
 from loom.errors import DSLError
 from loom.ir import model as ir
+from loom.language.id_counters import NumberedPerProgram
 from loom.language.program import caller_location, get_program
 from loom.language.thread_block_group import ThreadBlockGroup, placements
 from loom.language.types import BufferType, Chunk, ReduceOperationType, SyncType
@@ -210,7 +211,7 @@ class Rank:
             program.add_operation(self.rank, tb, ir.Op("barrier", barrier_id=barrier_id, threadblocks=sorted(tbs)))
 
 
-class Semaphore:
+class Semaphore(NumberedPerProgram):
     """A counter shared by the thread blocks of one rank: release adds one, acquire waits for one and takes it."""
 
     def __init__(self, rank: int, initial_value: int) -> None:
