@@ -6,7 +6,16 @@ every public name at once. docs/dsl.md is the tutorial and reference.
 """
 
 from loom.language.channel import MemoryChannel, PortChannel, SwitchChannel
-from loom.language.collectives import AllGather, AllReduce, AllToAll, Broadcast, Collective, ReduceScatter, SendRecv
+from loom.language.collectives import (
+    AllGather,
+    AllReduce,
+    AllToAll,
+    Broadcast,
+    Collective,
+    ReduceScatter,
+    SendRecv,
+    TestCollective,
+)
 from loom.language.general import JSON
 from loom.language.loop import LoopIterationContext
 from loom.language.program import CollectiveProgram, get_program
@@ -38,6 +47,7 @@ __all__ = [
     "ReplicationPolicy",
     "Semaphore",
     "SendRecv",
+    "TestCollective",
     "SwitchChannel",
     "SyncType",
     "ThreadBlockGroup",

@@ -15,6 +15,7 @@ class Collective:
     """Base class. ``chunk_factor`` is how many chunks each per-rank piece of data is cut into."""
 
     name = ""
+    has_postcondition = True  # what each output chunk must hold is known (expected_output)
 
     def __init__(self, num_ranks: int, chunk_factor: int, inplace: bool) -> None:
         if not isinstance(num_ranks, int) or num_ranks < 1:
@@ -139,4 +140,49 @@ class SendRecv(Collective):
         return frozenset({((rank - 1) % self.num_ranks, index)})
 
 
-__all__ = ["AllGather", "AllReduce", "AllToAll", "Broadcast", "Collective", "ReduceScatter", "SendRecv"]
+class TestCollective(Collective):
+    """MSCCL++'s collective for programs that exercise single ops: ``input_size`` and ``output_size``
+    chunks per rank (0 allowed), not in place, and no postcondition: nothing says what the output
+    must hold, so the compiler does not require every output chunk to be written and the verifier
+    checks races, deadlocks, bounds and packets only (it says so). Plans of it verify but do not run:
+    the executor runs the six collectives only."""
+
+    name = "test"
+    has_postcondition = False
+    __test__ = False  # not a pytest test class, whatever its name
+
+    def __init__(self, num_ranks: int, input_size: int, output_size: int) -> None:
+        super().__init__(num_ranks, 1, False)
+        for what, value in (("input_size", input_size), ("output_size", output_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{what} must be a non-negative integer (chunks per rank), got {value!r}")
+        self.input_size = input_size
+        self.output_size = output_size
+
+    @property
+    def input_chunks(self) -> int:
+        return self.input_size
+
+    @property
+    def output_chunks(self) -> int:
+        return self.output_size
+
+    def expected_output(self, rank: int, index: int) -> frozenset[Contribution]:
+        raise NotImplementedError("a TestCollective has no postcondition")
+
+    def __repr__(self) -> str:
+        return (
+            f"TestCollective(num_ranks={self.num_ranks}, input_size={self.input_size}, output_size={self.output_size})"
+        )
+
+
+__all__ = [
+    "AllGather",
+    "AllReduce",
+    "AllToAll",
+    "Broadcast",
+    "Collective",
+    "ReduceScatter",
+    "SendRecv",
+    "TestCollective",
+]

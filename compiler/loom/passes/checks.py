@@ -48,6 +48,8 @@ def _aliased_written(plan: ir.Plan, gpu: ir.Gpu, index: int, written: set[tuple[
 
 
 def check_output_written(plan: ir.Plan, collective: Collective) -> None:
+    if not collective.has_postcondition:
+        return  # a TestCollective: nothing says which output chunks must be written
     written = written_chunks(plan)
     for gpu in plan.gpus:
         for index in range(gpu.output_chunks):
