@@ -171,3 +171,21 @@ def _run_and_check(plan, dtype_name: str, sizes: list[int]) -> None:
         if isinstance(results[rank], BaseException):
             raise results[rank]
         assert results[rank]["launches"] == len(calls)
+
+
+def test_port_channel_packets_packed_in_scratch_then_forwarded():
+    """MSCCL++'s pattern: pack locally (copy_packets), send the packed scratch with a port channel's
+    put_packets (forwarded as packets: read_put_packet), unpack at the peer."""
+    from loom.language import AllGather, Buffer, CollectiveProgram, PortChannel, Rank
+
+    program = CollectiveProgram("ag_port_packets", AllGather(2, 1, False), 2, protocol="LL")
+    with program:
+        scratch = [Buffer(r, 2) for r in range(2)]
+        for r in range(2):
+            peer, rank = 1 - r, Rank(r)
+            rank.copy_packets(scratch[r][0:1], rank.get_input_buffer()[0:1], tb=0)
+            PortChannel(peer, r).put_packets(scratch[peer][1:2], scratch[r][0:1], tb=0)
+            rank.copy(rank.get_output_buffer()[r : r + 1], rank.get_input_buffer()[0:1], tb=0)
+            rank.unpack_packets(rank.get_output_buffer()[peer : peer + 1], scratch[r][1:2], tb=0)
+    plan = loom.Plan.parse(program.to_json())
+    _run_and_check(plan, "float32", [64, 4096])  # forwarded packets need whole 16-byte chunks (the error says so)

@@ -156,6 +156,18 @@ class PortChannel(_PeerChannel):
         """Wait until the proxy has completed every transfer posted on this channel."""
         self._sync("flush", tb, data_sync)
 
+    def put_packets(
+        self, dst_chunk: Chunk, src_chunk: Chunk, tb: int | None = None, tb_group: ThreadBlockGroup | None = None
+    ) -> None:
+        """Write the local src chunk as LL packets into the peer's scratch chunk dst. A src in scratch
+        is taken to hold packets already (packed by ``copy_packets`` or received), which are forwarded
+        as they are (``read_put_packets``): what MSCCL++'s port channel does with it, so its programs
+        that pack locally and then send the packed scratch port unchanged."""
+        if isinstance(src_chunk, Chunk) and src_chunk.buffer == BufferType.scratch:
+            self._send("read_put_packet", dst_chunk, src_chunk, tb, tb_group)
+        else:
+            self._send("put_packet", dst_chunk, src_chunk, tb, tb_group)
+
     def put_with_signal(self, dst_chunk: Chunk, src_chunk: Chunk, tb: int) -> None:
         """put, then signal the peer, as one request."""
         self._send("put_with_signal", dst_chunk, src_chunk, tb, None)
