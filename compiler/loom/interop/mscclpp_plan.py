@@ -189,19 +189,26 @@ def _rank_order(gpus: list) -> dict[int, int]:
     return order
 
 
+def _channel_entry(entry: object, where: str, list_key: str) -> tuple[dict, str]:
+    """A rank's or thread block's channel entry (``channel_type`` and ``list_key``) and its type, which
+    must be memory or port."""
+    entry = obj(entry, where)
+    kind = string(get(entry, "channel_type", where), f"{where}.channel_type")
+    if kind == "switch":
+        raise fail(f"{where}.channel_type", '"switch" (NVLS) channels are not imported (see docs/import.md)')
+    if kind not in CHANNEL_TYPES:
+        raise fail(f"{where}.channel_type", f'{shown(kind)} is not one of "memory", "port"')
+    only_keys(entry, frozenset({"channel_type", list_key}), where)
+    return entry, kind
+
+
 def _channels(gpu: dict, path: str, rank: int, world: int) -> dict[str, list[tuple[int, int]]]:
     """channel type -> (Loom channel id, peer), in MSCCL++'s order: one per peer of each entry."""
     out: dict[str, list[tuple[int, int]]] = {kind: [] for kind in CHANNEL_TYPES}
     next_id = 0
     for i, entry in enumerate(array(gpu.get("channels", []), f"{path}.channels")):
         where = f"{path}.channels[{i}]"
-        entry = obj(entry, where)
-        kind = string(get(entry, "channel_type", where), f"{where}.channel_type")
-        if kind == "switch":
-            raise fail(f"{where}.channel_type", '"switch" (NVLS) channels are not imported (see docs/import.md)')
-        if kind not in CHANNEL_TYPES:
-            raise fail(f"{where}.channel_type", f'{shown(kind)} is not one of "memory", "port"')
-        only_keys(entry, frozenset({"channel_type", "connected_to"}), where)
+        entry, kind = _channel_entry(entry, where, "connected_to")
         for j, peer in enumerate(array(get(entry, "connected_to", where), f"{where}.connected_to")):
             peer = integer(peer, f"{where}.connected_to[{j}]", 0, world - 1)
             if peer == rank:
@@ -315,13 +322,7 @@ def _block_channels(block: dict, path: str, channels: dict[str, list[tuple[int, 
     out: dict[str, list[int]] = {kind: [] for kind in CHANNEL_TYPES}
     for i, entry in enumerate(array(block.get("channels", []), f"{path}.channels")):
         where = f"{path}.channels[{i}]"
-        entry = obj(entry, where)
-        kind = string(get(entry, "channel_type", where), f"{where}.channel_type")
-        if kind == "switch":
-            raise fail(f"{where}.channel_type", '"switch" (NVLS) channels are not imported (see docs/import.md)')
-        if kind not in CHANNEL_TYPES:
-            raise fail(f"{where}.channel_type", f'{shown(kind)} is not one of "memory", "port"')
-        only_keys(entry, frozenset({"channel_type", "channel_ids"}), where)
+        entry, kind = _channel_entry(entry, where, "channel_ids")
         for j, index in enumerate(array(get(entry, "channel_ids", where), f"{where}.channel_ids")):
             index = integer(index, f"{where}.channel_ids[{j}]")
             if index >= len(channels[kind]):
