@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING
 
 from loom.ir import plan_to_dict
+from loom.passes.recorded_program import RecordedProgram
 from loom.schema import check_schema
 from loom.version import __version__
-
-if TYPE_CHECKING:
-    from loom.language.program import CollectiveProgram
 
 
 def source_hash(source: str, parameters: dict) -> str:
@@ -32,7 +29,7 @@ def _canonical_text(plan: dict) -> str:
     return canonical_plan_text(plan)
 
 
-def emit_plan(program: CollectiveProgram) -> dict:
+def emit_plan(program: RecordedProgram) -> dict:
     plan = program.compile()
     document = plan_to_dict(plan)
     parameters = dict(program.parameters)
@@ -54,5 +51,5 @@ def emit_plan(program: CollectiveProgram) -> dict:
     return document
 
 
-def emit_plan_text(program: CollectiveProgram) -> str:
+def emit_plan_text(program: RecordedProgram) -> str:
     return _canonical_text(emit_plan(program))

@@ -7,7 +7,6 @@ analysis, instance replication, fusion, resource assignment. Emitting is loom.em
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
 
 from loom.ir import model as ir
 from loom.passes import (
@@ -24,9 +23,7 @@ from loom.passes import (
     lower_tb_groups,
     resources,
 )
-
-if TYPE_CHECKING:
-    from loom.language.program import CollectiveProgram
+from loom.passes.recorded_program import RecordedProgram
 
 # Fusion passes in the order they run; each merges adjacent ops of one thread block.
 FUSION_PASSES: list = [
@@ -46,7 +43,7 @@ def fuse(plan: ir.Plan) -> ir.Plan:
     return plan
 
 
-def compile_program(program: CollectiveProgram) -> ir.Plan:
+def compile_program(program: RecordedProgram) -> ir.Plan:
     plan = copy.deepcopy(program.plan)
     checks.check_output_written(plan, program.collective)
     checks.check_signal_wait_pairs(plan)

@@ -10,14 +10,11 @@ done (a cycle among them is spelled out), or that no op of the plan provides oft
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING
 
 from loom.verify.dataflow import polled_keys
 from loom.verify.program import Step
 from loom.verify.report import finding_at
-
-if TYPE_CHECKING:
-    from loom.verify.schedule import Executor
+from loom.verify.run_state import RunState
 
 Block = tuple[int, int]
 
@@ -25,7 +22,7 @@ Block = tuple[int, int]
 class _Index:
     """Who signals, waits, releases and writes packets where, from the whole plan."""
 
-    def __init__(self, executor: Executor) -> None:
+    def __init__(self, executor: RunState) -> None:
         self.signallers: dict[tuple[int, int], list[Step]] = defaultdict(list)
         self.signals: Counter = Counter()  # (rank, channel) -> signals per call
         self.waits: Counter = Counter()
@@ -47,7 +44,7 @@ class _Index:
                             self.packet_writers[memory.key(ref, offset, 0)[:3]].append(step)
 
 
-def explain(executor: Executor) -> None:
+def explain(executor: RunState) -> None:
     index = _Index(executor)
     stuck: dict[Block, Step] = {}
     for block in executor.program.blocks:
@@ -65,7 +62,7 @@ def explain(executor: Executor) -> None:
         executor.log.add(finding_at(step, category, message, executor.call[block[0]]))
 
 
-def _state(executor: Executor, block: Block) -> str:
+def _state(executor: RunState, block: Block) -> str:
     """What thread block ``block`` is doing now: ``is blocked at op 3 (wait ch0)``, ..."""
     rank, tb = block
     if block not in executor.program.blocks:
@@ -78,7 +75,7 @@ def _state(executor: Executor, block: Block) -> str:
     return f"is blocked at op {step.position} ({step.text()})"
 
 
-def _others(executor: Executor, steps: list[Step], verb: str) -> tuple[str, set[Block]]:
+def _others(executor: RunState, steps: list[Step], verb: str) -> tuple[str, set[Block]]:
     """Who would do what a stuck step waits for, and what they are doing instead."""
     blocks = sorted({s.block for s in steps})
     states = []
@@ -88,7 +85,7 @@ def _others(executor: Executor, steps: list[Step], verb: str) -> tuple[str, set[
     return "; ".join(states), set(blocks)
 
 
-def _why(executor: Executor, index: _Index, step: Step) -> tuple[str, str, set[Block]]:
+def _why(executor: RunState, index: _Index, step: Step) -> tuple[str, str, set[Block]]:
     """(category, message, the thread blocks it waits for)."""
     program, sync, rank = executor.program, executor.sync, step.rank
     call = executor.call[rank]
@@ -129,7 +126,7 @@ def _why(executor: Executor, index: _Index, step: Step) -> tuple[str, str, set[B
     return _why_packets(executor, index, step, call)
 
 
-def _why_packets(executor: Executor, index: _Index, step: Step, call: int) -> tuple[str, str, set[Block]]:
+def _why_packets(executor: RunState, index: _Index, step: Step, call: int) -> tuple[str, str, set[Block]]:
     memory = executor.memory
     for key in polled_keys(step, memory, call):
         value = memory.values.get(key)

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 from loom.verify.contents import Contents, show_contribution, show_multiset, whole_chunks
 from loom.verify.program import Program, Ref
 from loom.verify.report import Finding, finding_at
+from loom.verify.run_state import RunState
 
 if TYPE_CHECKING:
     from loom.verify.contents import Value
-    from loom.verify.schedule import Executor
 
 
 def expected_chunks(program: Program, rank: int, index: int) -> list[tuple[int, int]]:
@@ -51,7 +51,7 @@ def expected_chunks(program: Program, rank: int, index: int) -> list[tuple[int, 
     raise ValueError(f"unknown collective {collective!r}")
 
 
-def check(executor: Executor, rank: int, call: int) -> None:
+def check(executor: RunState, rank: int, call: int) -> None:
     """The user reads ``rank``'s output after call ``call``: check every chunk."""
     program, memory = executor.program, executor.memory
     if not program.shape_ok:

@@ -7,12 +7,9 @@ DSL line) and says what went wrong in terms of chunks: what a chunk holds and wh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from loom.errors import LoomError
-
-if TYPE_CHECKING:
-    from loom.verify.program import Step
 
 # In report order: causes first (a reference outside the plan, a hang, misused packets, a race),
 # then what they lead to (wrong results).
@@ -86,7 +83,20 @@ def loc_text(op: dict) -> str | None:
     return None
 
 
-def finding_at(step: Step, category: str, message: str, call: int | None = None) -> Finding:
+class OpSite(Protocol):
+    """Where an op runs, as a finding names it (the verifier's ``program.Step`` is one)."""
+
+    rank: int
+    tb: int
+    index: int
+    body: int | None
+
+    def text(self) -> str: ...
+
+    def loc(self) -> str | None: ...
+
+
+def finding_at(step: OpSite, category: str, message: str, call: int | None = None) -> Finding:
     """A finding about ``step``'s op."""
     return Finding(
         category,
