@@ -1,6 +1,6 @@
 """Port MSCCL++ DSL programs to Loom by their imports alone, compile and verify them, and report.
 
-    python tests/compat/mscclpp_compat.py DIR [--report FILE.md] [--timeout SECONDS]
+    python tests/compat/mscclpp_compat.py DIR [--report FILE.md] [--timeout SECONDS] [--mscclpp PATH]
 
 DIR holds MSCCL++ DSL programs (any depth); nothing is fetched. To survey MSCCL++'s own, unpack them
 from a checkout of github.com/microsoft/mscclpp, e.g.
@@ -15,11 +15,18 @@ of REQUIRED_VALUES its parser declares (``--num_gpus`` 8, ``--gpus_per_node`` 4,
 stem, ...). Each
 file ends as ``ok`` (compiled and verified) or with the first line of the error. Exit status 0 when every
 program is ok, 1 otherwise.
+
+With ``--mscclpp PATH`` (a PYTHONPATH under which ``import mscclpp.language`` finds MSCCL++'s own DSL, with
+its dependency sortedcontainers), each program that compiles in Loom also runs, unchanged, under MSCCL++'s
+DSL, and the report adds both plans' op counts (data ops / sync ops, nops aside, a pipeline's body ops
+counted once) and whether ``loom import`` takes MSCCL++'s JSON of it (schema-checked and verified).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import subprocess
 import sys
@@ -40,11 +47,19 @@ REQUIRED_VALUES = {
 }
 
 
+# Ops that only order others, in either format (MSCCL++'s names, then Loom's); "nop" counts as neither.
+SYNC_OPS = {"signal", "wait", "rlxsignal", "rlxwait", "flush", "barrier", "sem_acquire", "sem_release", "sem_acq"}
+SYNC_OPS |= {"sem_rel", "nop"}
+
+
 @dataclass
 class Result:
     path: Path
     argv: list[str]
     error: str  # "" when the program compiled and verified
+    loom_ops: tuple[int, int] | None = None  # (data, sync) in Loom's plan
+    mscclpp_ops: tuple[int, int] | None = None  # the same in MSCCL++'s plan of the program
+    imported: str = ""  # "ok", or why loom import refused MSCCL++'s plan
 
     @property
     def ok(self) -> bool:
@@ -85,7 +100,7 @@ def _first_error(output: str) -> str:
     return (lines[-1] if lines else "no output")[:300]
 
 
-def check(source: Path, folder: Path, timeout: float) -> Result:
+def check(source: Path, folder: Path, timeout: float, mscclpp: str | None = None) -> Result:
     """Compiled with the program's defaults; when that fails, with values for the arguments it declares."""
     program = port(source, folder)
     argv: list[str] = []
@@ -96,9 +111,50 @@ def check(source: Path, folder: Path, timeout: float) -> Result:
             done = _compile(program, argv, timeout)
     except subprocess.TimeoutExpired:
         return Result(source, argv, f"took longer than {timeout:g} s")
-    if done.returncode == 0:
-        return Result(source, argv, "")
-    return Result(source, argv, _first_error(done.stdout + done.stderr))
+    if done.returncode != 0:
+        return Result(source, argv, _first_error(done.stdout + done.stderr))
+    result = Result(source, argv, "", loom_ops=op_counts(json.loads(program.with_suffix(".json").read_text())))
+    if mscclpp:
+        _compare_with_mscclpp(result, mscclpp, timeout)
+    return result
+
+
+def op_counts(plan: dict) -> tuple[int, int]:
+    """(data ops, sync ops) over every rank and thread block of an MSCCL++ or a Loom plan."""
+    data = sync = 0
+    for gpu in plan["gpus"]:
+        for block in gpu["threadblocks"]:
+            for op in block["ops"]:
+                for inner in op.get("body", [op]) if op.get("op") == "pipeline" else [op]:
+                    name = inner.get("op", inner.get("name"))
+                    if name == "nop":
+                        continue
+                    sync, data = (sync + 1, data) if name in SYNC_OPS else (sync, data + 1)
+    return data, sync
+
+
+def _compare_with_mscclpp(result: Result, mscclpp: str, timeout: float) -> None:
+    """Runs the original program under MSCCL++'s DSL and imports the plan it prints."""
+    from loom.interop import import_mscclpp_plan
+
+    environment = {**os.environ, "PYTHONPATH": mscclpp}
+    command = [sys.executable, str(result.path), *result.argv]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment, check=False)
+    except subprocess.TimeoutExpired:
+        result.imported = f"MSCCL++'s DSL took longer than {timeout:g} s"
+        return
+    start = done.stdout.find("{")
+    if done.returncode != 0 or start < 0:
+        result.imported = "MSCCL++'s DSL failed: " + _first_error(done.stdout + done.stderr)
+        return
+    plan = json.loads(done.stdout[start:])
+    result.mscclpp_ops = op_counts(plan)
+    try:
+        import_mscclpp_plan(plan)
+        result.imported = "ok"
+    except Exception as error:  # noqa: BLE001 - any refusal is a row of the report
+        result.imported = f"{type(error).__name__}: {str(error).splitlines()[0]}"[:300]
 
 
 def programs(folder: Path) -> list[Path]:
@@ -116,10 +172,26 @@ def programs(folder: Path) -> list[Path]:
 def report(results: list[Result], root: Path) -> str:
     ok = sum(r.ok for r in results)
     lines = [f"{ok} of {len(results)} programs compile and verify by the import change alone", ""]
-    lines += ["| program | arguments | result |", "|---|---|---|"]
+    compared = [r for r in results if r.mscclpp_ops]
+    if compared:
+        fewer = sum(r.loom_ops[0] + r.loom_ops[1] <= r.mscclpp_ops[0] + r.mscclpp_ops[1] for r in compared)
+        imported = sum(r.imported == "ok" for r in compared)
+        lines[0:1] = [
+            lines[0] + f"; of the {len(compared)} that also run under MSCCL++'s DSL, Loom's plan has no more ops"
+            f" in {fewer}, and `loom import` takes MSCCL++'s plan of {imported}"
+        ]
+        lines += ["| program | arguments | result | ops Loom (data/sync) | ops MSCCL++ | loom import |"]
+        lines += ["|---|---|---|---|---|---|"]
+    else:
+        lines += ["| program | arguments | result |", "|---|---|---|"]
     for r in results:
         shown = r.error.replace("|", "\\|") if r.error else "ok"
-        lines.append(f"| `{r.path.relative_to(root)}` | `{' '.join(r.argv)}` | {shown} |")
+        row = f"| `{r.path.relative_to(root)}` | `{' '.join(r.argv)}` | {shown} |"
+        if compared:
+            loom = f"{r.loom_ops[0]}/{r.loom_ops[1]}" if r.loom_ops else ""
+            theirs = f"{r.mscclpp_ops[0]}/{r.mscclpp_ops[1]}" if r.mscclpp_ops else ""
+            row += f" {loom} | {theirs} | {r.imported.replace('|', chr(92) + '|')} |"
+        lines.append(row)
     return "\n".join(lines) + "\n"
 
 
@@ -128,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path, help="a directory of MSCCL++ DSL programs")
     parser.add_argument("--report", type=Path, help="write the Markdown table here (default: print it)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per program")
+    parser.add_argument(
+        "--mscclpp", help="PYTHONPATH for MSCCL++'s own DSL: also compare op counts and import its plans"
+    )
     args = parser.parse_args(argv)
     found = programs(args.folder)
     if not found:
@@ -137,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         for index, source in enumerate(found):
             folder = Path(scratch) / str(index)
             folder.mkdir()
-            results.append(check(source, folder, args.timeout))
+            results.append(check(source, folder, args.timeout, args.mscclpp))
             print(f"{'ok  ' if results[-1].ok else 'FAIL'} {source.relative_to(args.folder)}", file=sys.stderr)
     text = report(results, args.folder)
     if args.report:

@@ -330,6 +330,9 @@ def _put(op: _Op, loom: str, name: str) -> list[dict]:
         raise fail(f"{op.path}.src_buff", f"expected 1 or {ndst} sources (one per destination), got {nsrc}")
     src_buffer = "scratch" if loom == "read_put_packet" else None
     srcs = [local_ref(op, "src_buff", i if nsrc > 1 else 0, src_buffer) for i in range(ndst)]
+    if loom == "put_packet" and kind == "port" and all(src["buffer"] == "scratch" for src in srcs):
+        # MSCCL++'s port channel sends a scratch source as the packets it already holds.
+        loom = "read_put_packet"
     dsts = [remote_ref(op, "dst_buff", i, i, "scratch" if packet else None) for i in range(ndst)]
     out: list[dict] = []
     for src, dst in zip(srcs, dsts, strict=True):

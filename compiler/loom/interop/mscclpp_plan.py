@@ -30,7 +30,8 @@ from loom.interop.mscclpp_ops import BUFFERS, CHANNEL_TYPES, BlockTables, RankTa
 
 PROTOCOLS = {"Simple": "simple", "LL": "ll"}
 # Broadcast needs a root, which MSCCL++ plans do not record.
-COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
+# "test": MSCCL++'s TestCollective, whose plans the verifier checks without a postcondition.
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "test")
 MAX_JSON_INTEGER = 2**53 - 1
 UINT64_MAX = 2**64 - 1
 
@@ -235,6 +236,8 @@ def _chunk_counts(gpu: dict, path: str, collective: str, world: int, refine: int
     inputs = integer(get(gpu, "input_chunks", path), f"{path}.input_chunks")
     outputs = integer(get(gpu, "output_chunks", path), f"{path}.output_chunks")
     scratch = integer(get(gpu, "scratch_chunks", path), f"{path}.scratch_chunks")
+    if collective == "test":  # a TestCollective's buffers are what it says, 0 chunks included
+        return inputs * refine, outputs * refine, scratch * refine
     # MSCCL++ lets a plan leave a buffer it never names at 0 chunks; Loom cuts both alike.
     per_rank = {"allgather": (1, world), "reducescatter": (world, 1)}.get(collective, (1, 1))
     if inputs == 0 and outputs == 0:

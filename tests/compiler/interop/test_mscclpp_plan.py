@@ -321,3 +321,65 @@ def test_imported_plan_runs_on_the_cpu_backend(build):
             raise results[rank]
         for got in results[rank]:
             assert np.array_equal(got, expected)
+
+
+def port_packet_allgather() -> dict:
+    """2 ranks (2 nodes of 1), LL, all-gather over port channels the way MSCCL++'s multi-node plans
+    do it: pack input[0] into scratch[0] (cpkt), send the packed scratch (ppkt on a port channel: the
+    packets as they are), copy input[0] to output[r], unpack the peer's packets from scratch[1]."""
+    gpus = []
+    for rank in range(2):
+        ops = [
+            {"name": "cpkt", "src_buff": [_local("i", 0)], "dst_buff": [_local("s", 0)]},
+            {
+                "name": "ppkt",
+                "src_buff": [_local("s", 0)],
+                "dst_buff": [_remote(0, 1)],
+                "channel_ids": [0],
+                "channel_type": "port",
+            },
+            {"name": "copy", "src_buff": [_local("i", 0)], "dst_buff": [_local("o", rank)]},
+            {"name": "upkt", "src_buff": [_local("s", 1)], "dst_buff": [_local("o", 1 - rank)]},
+        ]
+        gpus.append(
+            {
+                "id": rank,
+                "input_chunks": 1,
+                "output_chunks": 2,
+                "scratch_chunks": 2,
+                "threadblocks": [
+                    {
+                        "id": 0,
+                        "ops": ops,
+                        "channels": [{"channel_type": "port", "channel_ids": [0]}],
+                        "remote_buffer_refs": [{"access_channel_type": "port", "remote_buffer_ids": [0]}],
+                    }
+                ],
+                "channels": [{"channel_type": "port", "connected_to": [1 - rank]}],
+                "remote_buffers": [{"rank": 1 - rank, "type": "s", "access_channel_types": ["port"]}],
+                "semaphores": [],
+            }
+        )
+    plan = copy.deepcopy(packet_allreduce())
+    plan.update({"name": "allgather_port_pkt_2r", "collective": "allgather", "gpus": gpus})
+    return plan
+
+
+def test_a_port_channel_packet_send_from_scratch_forwards_the_packets():
+    plan = json.loads(import_mscclpp_plan(port_packet_allgather(), ranks_per_node=1))
+    names = [op["op"] for op in plan["gpus"][0]["threadblocks"][0]["ops"]]
+    assert names == ["copy_packet", "read_put_packet", "copy", "unpack_packet"], names
+
+
+def test_a_test_collective_plan_imports_with_buffers_of_no_chunks():
+    plan = copy.deepcopy(packet_allreduce())
+    plan.update({"name": "signal_wait_test", "collective": "test"})
+    for gpu in plan["gpus"]:
+        gpu.update({"input_chunks": 0, "output_chunks": 0, "scratch_chunks": 0})
+        gpu["threadblocks"][0]["ops"] = [
+            {"name": "signal", "channel_ids": [0], "channel_type": "memory"},
+            {"name": "wait", "channel_ids": [0], "channel_type": "memory"},
+        ]
+        gpu["remote_buffers"], gpu["threadblocks"][0]["remote_buffer_refs"] = [], []
+    imported = json.loads(import_mscclpp_plan(plan))
+    assert imported["collective"] == "test" and imported["gpus"][0]["output_chunks"] == 0
