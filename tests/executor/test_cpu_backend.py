@@ -189,3 +189,35 @@ def test_port_channel_packets_packed_in_scratch_then_forwarded():
             rank.unpack_packets(rank.get_output_buffer()[peer : peer + 1], scratch[r][1:2], tb=0)
     plan = loom.Plan.parse(program.to_json())
     _run_and_check(plan, "float32", [64, 4096])  # forwarded packets need whole 16-byte chunks (the error says so)
+
+
+def test_read_reduces_over_peers_and_the_put_back_fuse_into_one_op_that_runs():
+    """MSCCL++'s single-node all-reduce shape: each rank read-reduces its chunk from every peer, one
+    peer at a time, then puts the sum back into the peers' chunks it read. The chain fuses into one
+    read_reduce_send per thread block (reading each element, then writing it back), which runs right."""
+    from loom.language import AllReduce, CollectiveProgram, MemoryChannel, Rank, SyncType
+
+    world = 3
+    program = CollectiveProgram("allpairs_read_reduce_send", AllReduce(world, 1, True), world)
+    with program:
+        channels = {(r, p): MemoryChannel(p, r) for r in range(world) for p in range(world) if p != r}
+        for channel in channels.values():
+            channel.signal(tb=0, relaxed=True)
+        for channel in channels.values():
+            channel.wait(tb=0, relaxed=True, data_sync=SyncType.after)
+        for r in range(world):
+            mine = Rank(r).get_input_buffer()[r : r + 1]
+            for p in range(world):
+                if p != r:
+                    channels[(r, p)].reduce(mine, [Rank(p).get_input_buffer()[r : r + 1]], tb=0)
+            for p in range(world):
+                if p != r:
+                    channels[(r, p)].put(Rank(p).get_input_buffer()[r : r + 1], mine, tb=0)
+        for channel in channels.values():
+            channel.signal(tb=0, data_sync=SyncType.before)
+        for channel in channels.values():
+            channel.wait(tb=0, data_sync=SyncType.after)
+    text = program.to_json()
+    ops = [op["op"] for op in json.loads(text)["gpus"][0]["threadblocks"][0]["ops"]]
+    assert ops.count("read_reduce_send") == 1 and "read_reduce" not in ops and "put" not in ops, ops
+    _run_and_check(loom.Plan.parse(text), "float32", [48, 3 * 4100])

@@ -16,6 +16,7 @@ from loom.passes import (
     fuse_multi_dst,
     fuse_put_signal,
     fuse_read_reduce_send,
+    fuse_reduce_chain,
     fuse_reduce_copy_packet,
     fuse_reduce_send,
     fuse_reduce_send_packet,
@@ -28,6 +29,7 @@ from loom.passes.recorded_program import RecordedProgram
 # Fusion passes in the order they run; each merges adjacent ops of one thread block.
 FUSION_PASSES: list = [
     fuse_multi_dst,  # before the send fusions, so that a result sent to several peers goes in one op
+    fuse_reduce_chain,  # before the send fusions, so that one send follows the whole reduction
     fuse_reduce_copy_packet,
     fuse_reduce_send_packet,
     fuse_reduce_send,

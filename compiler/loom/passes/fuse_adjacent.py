@@ -33,14 +33,18 @@ _THREAD_SYNC_OPS = frozenset({"nop", "barrier", "signal", "wait", "flush", "sem_
 Chunk = tuple[object, str, int]
 
 
-def fuse_adjacent(plan: ir.Plan, rule: Rule) -> ir.Plan:
+def fuse_adjacent(plan: ir.Plan, rule: Rule, pair_writes_fused: bool = False) -> ir.Plan:
     """Apply rule to every pair of adjacent ops of every thread block, pipeline bodies included.
 
     A fused op is tried again with the op after it, so chains (put + put + put) fold into one op.
+    ``pair_writes_fused``: the second op may also write what the first reads or writes, provided
+    each such overlap is the very same range on both sides: the fused op handles every element in one
+    thread, which reads it and then writes it (a reduction chain accumulating into one chunk, a
+    read-reduce that sends its result back over the chunks it read). Shifted overlaps keep the nop.
     """
     for gpu in plan.gpus:
         for tb in gpu.threadblocks:
-            tb.ops = _fuse_ops(gpu, tb.ops, rule)
+            tb.ops = _fuse_ops(gpu, tb.ops, rule, pair_writes_fused)
     return plan
 
 
@@ -51,8 +55,11 @@ def channel_type(gpu: ir.Gpu, ref_or_id: ir.ChunkRef | int) -> str | None:
     return channel.type if channel is not None else None
 
 
-def _fuse_ops(gpu: ir.Gpu, ops: list[ir.Op], rule: Rule) -> list[ir.Op]:
-    ops = [dataclasses.replace(op, body=_fuse_ops(gpu, op.body, rule)) if op.op == "pipeline" else op for op in ops]
+def _fuse_ops(gpu: ir.Gpu, ops: list[ir.Op], rule: Rule, pair_writes_fused: bool) -> list[ir.Op]:
+    ops = [
+        dataclasses.replace(op, body=_fuse_ops(gpu, op.body, rule, pair_writes_fused)) if op.op == "pipeline" else op
+        for op in ops
+    ]
     position = 0
     while position < len(ops):
         first = ops[position]
@@ -62,7 +69,8 @@ def _fuse_ops(gpu: ir.Gpu, ops: list[ir.Op], rule: Rule) -> list[ir.Op]:
         fused = None
         if second < len(ops) and "pipeline" not in (first.op, ops[second].op):
             fused = rule(gpu, first, ops[second])
-        if fused is not None and (second == position + 1 or _nops_removable(gpu, ops, position, second)):
+        removable = second == position + 1 or _nops_removable(gpu, ops, position, second, pair_writes_fused)
+        if fused is not None and removable:
             ops[position : second + 1] = [fused]
         else:
             position += 1
@@ -103,7 +111,7 @@ def _access(gpu: ir.Gpu, op: ir.Op) -> tuple[set[Chunk], set[Chunk]]:
     return reads, writes
 
 
-def _nops_removable(gpu: ir.Gpu, ops: list[ir.Op], first: int, second: int) -> bool:
+def _nops_removable(gpu: ir.Gpu, ops: list[ir.Op], first: int, second: int, pair_writes_fused: bool) -> bool:
     """Whether the auto nops between ops[first] and ops[second] order nothing but the fused pair's data flow."""
     start = first
     while start > 0 and not _syncs_threads(ops[start - 1]):
@@ -116,6 +124,28 @@ def _nops_removable(gpu: ir.Gpu, ops: list[ir.Op], first: int, second: int) -> b
     for p, (reads_p, writes_p) in enumerate(earlier):
         for q, (reads_q, writes_q) in enumerate(later):
             fused_pair = p == len(earlier) - 1 and q == 0
+            if fused_pair and pair_writes_fused:
+                if not _overlaps_aligned(gpu, ops[first], ops[second]):
+                    return False
+                continue
             if writes_p & writes_q or reads_p & writes_q or (writes_p & reads_q and not fused_pair):
+                return False
+    return True
+
+
+def _ranges(gpu: ir.Gpu, refs: list[ir.ChunkRef]) -> list[tuple[object, str, int, int]]:
+    """(whose buffer, buffer, start, stop) of each ref, owners named as in _chunks."""
+    return [(min(_chunks(gpu, [ref]))[0], ref.buffer, ref.index, ref.stop) for ref in refs]
+
+
+def _overlaps_aligned(gpu: ir.Gpu, first: ir.Op, second: ir.Op) -> bool:
+    """Whether every range the second op writes that overlaps one the first reads or writes is that
+    same range (element i of one is element i of the other)."""
+    earlier = _ranges(gpu, ([first.src] if first.src else []) + first.srcs)
+    earlier += _ranges(gpu, [ref for ref in (first.dst, first.packet_dst) if ref] + first.dsts)
+    written = _ranges(gpu, [ref for ref in (second.dst, second.packet_dst) if ref] + second.dsts)
+    for a in earlier:
+        for b in written:
+            if a[:2] == b[:2] and a[2] < b[3] and b[2] < a[3] and a != b:
                 return False
     return True

@@ -2,7 +2,9 @@
 
 As rule 4 for a reduction that reads peers' chunks over memory channels: when the put's ``src`` is
 the reduction's ``dst``, one op reduces, keeps the result in ``dst`` and writes it to the put's
-destinations (channels unchanged).
+destinations (channels unchanged). The put may write back over the very chunks the reduction read
+(an all-reduce sending the sum to the peers it read from): the fused op reads each element, then
+writes it, in one thread; a put over shifted ranges keeps the two apart.
 """
 
 from __future__ import annotations
@@ -20,4 +22,4 @@ def _fuse(gpu: ir.Gpu, first: ir.Op, second: ir.Op) -> ir.Op | None:
 
 
 def run(plan: ir.Plan) -> ir.Plan:
-    return fuse_adjacent(plan, _fuse)
+    return fuse_adjacent(plan, _fuse, pair_writes_fused=True)
