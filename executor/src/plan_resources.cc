@@ -80,34 +80,45 @@ void PlanResources::checkSamePlanEverywhere() const {
 void PlanResources::connectChannels(const std::function<ProxyService&()>& proxy, uint64_t serial) {
   const bool gpu = backend_.onGpu();
   transports_ = TransportFlags(gpu ? Transport::kCudaIpc : Transport::kTcp);
+  const std::vector<Channel>& channels = program().channels;
+  // Tags in the plan's order: the i-th channel of a type from a to b pairs with the i-th from b to a.
   std::map<std::pair<int, ChannelType>, uint64_t> ordinals;  // channels of a type to a peer so far
+  std::vector<uint64_t> tags;
   std::set<int> peers;
-  for (const Channel& channel : program().channels) {
-    ChannelResources resources;
-    resources.type = channel.type;
+  for (const Channel& channel : channels) {
     if (channel.type == ChannelType::kSwitch) {
       throw Error(ErrorCategory::kInvalidPlan,
                   "plan '" + plan_.name + "', rank " + std::to_string(communicator_.rank()) + ", channel " +
                       std::to_string(channel.id) + ": switch channels (NVLS) are not run by this executor");
     }
+    peers.insert(int(channel.peer));
+    const uint64_t ordinal = ordinals[{int(channel.peer), channel.type}]++;
+    tags.push_back(setupTag(serial, (ordinal << 2) | (channel.type == ChannelType::kPort ? 1 : 0)));
+  }
+  // Each setup sends to the peer, then waits for the peer's message. Taken in the plan's order, a plan
+  // whose ranks list their peers rotated (rank r's first channel to r + 1) waits in a ring forever; in
+  // ascending order of peer no rank can wait on one that waits, in turn, on a lower rank it has passed.
+  std::vector<size_t> order(channels.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return channels[a].peer < channels[b].peer; });
+  channels_.assign(channels.size(), ChannelResources{});
+  for (size_t index : order) {
+    const Channel& channel = channels[index];
+    ChannelResources& resources = channels_[index];
+    resources.type = channel.type;
     resources.peer = int(channel.peer);
-    peers.insert(resources.peer);
-    // The i-th channel of a type from a to b pairs with the i-th from b to a: same tag on both ends.
-    const uint64_t ordinal = ordinals[{resources.peer, channel.type}]++;
-    const uint64_t tag = setupTag(serial, (ordinal << 2) | (channel.type == ChannelType::kPort ? 1 : 0));
     if (channel.type == ChannelType::kMemory) {
       resources.transport = gpu ? Transport::kCudaIpc : Transport::kTcp;
-      resources.memory = std::make_shared<MemorySemaphore>(communicator_, resources.peer, tag);
+      resources.memory = std::make_shared<MemorySemaphore>(communicator_, resources.peer, tags[index]);
     } else {
       resources.transport = portTransport(communicator_, resources.peer, gpu);
       transports_ = transports_ | resources.transport;
-      resources.host =
-          std::make_shared<HostSemaphore>(communicator_, communicator_.connect(resources.peer, resources.transport, tag),
-                                          tag);
+      resources.host = std::make_shared<HostSemaphore>(
+          communicator_, communicator_.connect(resources.peer, resources.transport, tags[index]), tags[index]);
       proxy_ = &proxy();
       resources.proxySemaphore = proxy_->addSemaphore(resources.host);
     }
-    channels_.push_back(std::move(resources));
   }
   peers_.assign(peers.begin(), peers.end());
 }

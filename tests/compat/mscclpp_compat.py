@@ -19,7 +19,9 @@ program is ok, 1 otherwise.
 With ``--mscclpp PATH`` (a PYTHONPATH under which ``import mscclpp.language`` finds MSCCL++'s own DSL, with
 its dependency sortedcontainers), each program that compiles in Loom also runs, unchanged, under MSCCL++'s
 DSL, and the report adds both plans' op counts (data ops / sync ops, nops aside, a pipeline's body ops
-counted once) and whether ``loom import`` takes MSCCL++'s JSON of it (schema-checked and verified).
+counted once) and whether ``loom import`` takes MSCCL++'s JSON of it (schema-checked and verified);
+where it does, both plans then run on the CPU backend (ranks as threads) on the same random int32 data,
+and their outputs must be equal bit for bit on every rank.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_runs import compare_runs  # noqa: E402
 
 # Values for arguments a program's parser requires, by name; anything else gets "1".
 REQUIRED_VALUES = {
@@ -60,6 +65,8 @@ class Result:
     loom_ops: tuple[int, int] | None = None  # (data, sync) in Loom's plan
     mscclpp_ops: tuple[int, int] | None = None  # the same in MSCCL++'s plan of the program
     imported: str = ""  # "ok", or why loom import refused MSCCL++'s plan
+    same_run: str = ""  # "same" when both plans gave equal outputs on the CPU backend, else what differed
+    loom_plan: str = ""  # Loom's plan text of the program
 
     @property
     def ok(self) -> bool:
@@ -113,7 +120,8 @@ def check(source: Path, folder: Path, timeout: float, mscclpp: str | None = None
         return Result(source, argv, f"took longer than {timeout:g} s")
     if done.returncode != 0:
         return Result(source, argv, _first_error(done.stdout + done.stderr))
-    result = Result(source, argv, "", loom_ops=op_counts(json.loads(program.with_suffix(".json").read_text())))
+    text = program.with_suffix(".json").read_text()
+    result = Result(source, argv, "", loom_ops=op_counts(json.loads(text)), loom_plan=text)
     if mscclpp:
         _compare_with_mscclpp(result, mscclpp, timeout)
     return result
@@ -151,10 +159,13 @@ def _compare_with_mscclpp(result: Result, mscclpp: str, timeout: float) -> None:
     plan = json.loads(done.stdout[start:])
     result.mscclpp_ops = op_counts(plan)
     try:
-        import_mscclpp_plan(plan)
+        imported = import_mscclpp_plan(plan)
         result.imported = "ok"
     except Exception as error:  # noqa: BLE001 - any refusal is a row of the report
         result.imported = f"{type(error).__name__}: {str(error).splitlines()[0]}"[:300]
+        return
+    if plan["collective"] != "test":  # a test plan has no collective to run
+        result.same_run = compare_runs(result.loom_plan, imported)
 
 
 def programs(folder: Path) -> list[Path]:
@@ -180,8 +191,10 @@ def report(results: list[Result], root: Path) -> str:
             lines[0] + f"; of the {len(compared)} that also run under MSCCL++'s DSL, Loom's plan has no more ops"
             f" in {fewer}, and `loom import` takes MSCCL++'s plan of {imported}"
         ]
-        lines += ["| program | arguments | result | ops Loom (data/sync) | ops MSCCL++ | loom import |"]
-        lines += ["|---|---|---|---|---|---|"]
+        same = sum(r.same_run == "same" for r in compared)
+        lines[0] += f"; both plans give the same outputs on the CPU backend for {same}"
+        lines += ["| program | arguments | result | ops Loom (data/sync) | ops MSCCL++ | loom import | same run |"]
+        lines += ["|---|---|---|---|---|---|---|"]
     else:
         lines += ["| program | arguments | result |", "|---|---|---|"]
     for r in results:
@@ -190,7 +203,7 @@ def report(results: list[Result], root: Path) -> str:
         if compared:
             loom = f"{r.loom_ops[0]}/{r.loom_ops[1]}" if r.loom_ops else ""
             theirs = f"{r.mscclpp_ops[0]}/{r.mscclpp_ops[1]}" if r.mscclpp_ops else ""
-            row += f" {loom} | {theirs} | {r.imported.replace('|', chr(92) + '|')} |"
+            row += f" {loom} | {theirs} | {r.imported.replace('|', chr(92) + '|')} | {r.same_run} |"
         lines.append(row)
     return "\n".join(lines) + "\n"
 

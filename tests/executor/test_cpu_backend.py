@@ -221,3 +221,25 @@ def test_read_reduces_over_peers_and_the_put_back_fuse_into_one_op_that_runs():
     ops = [op["op"] for op in json.loads(text)["gpus"][0]["threadblocks"][0]["ops"]]
     assert ops.count("read_reduce_send") == 1 and "read_reduce" not in ops and "put" not in ops, ops
     _run_and_check(loom.Plan.parse(text), "float32", [48, 3 * 4100])
+
+
+def test_a_plan_whose_ranks_list_their_peers_rotated_sets_up_without_waiting_in_a_ring():
+    """Each rank declares its channels starting with the next rank (as MSCCL++'s packet all-gather does):
+    set up in the plan's order, every rank would wait for its first peer, which waits for its own."""
+    from loom.language import AllGather, Buffer, CollectiveProgram, MemoryChannel, Rank
+
+    world = 4
+    program = CollectiveProgram("rotated_peers", AllGather(world, 1, False), world, protocol="LL")
+    with program:
+        scratch = [Buffer(r, world) for r in range(world)]
+        for r in range(world):
+            rank, peers = Rank(r), [(r + step) % world for step in range(1, world)]
+            channels = {p: MemoryChannel(p, r) for p in peers}
+            rank.copy(rank.get_output_buffer()[r : r + 1], rank.get_input_buffer()[0:1], tb=0)
+            for tb, p in enumerate(peers):
+                channels[p].put_packets(scratch[p][r : r + 1], rank.get_input_buffer()[0:1], tb=tb)
+            for tb, p in enumerate(peers):
+                rank.unpack_packets(rank.get_output_buffer()[p : p + 1], scratch[r][p : p + 1], tb=tb)
+    text = program.to_json()
+    assert [c["peer"] for c in json.loads(text)["gpus"][1]["channels"]] == [2, 3, 0]
+    _run_and_check(loom.Plan.parse(text), "int32", [64, 4096])
