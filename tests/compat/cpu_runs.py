@@ -5,8 +5,13 @@ program, imported, computes what Loom's own compilation of it computes."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from plan_buffers import plan_buffers  # noqa: E402
 
 
 def _message_bytes(plan_text: str, plan) -> int:
@@ -16,21 +21,6 @@ def _message_bytes(plan_text: str, plan) -> int:
     unit = 16 * max(chunks, 1) * plan.world_size
     size = -(-max(1024, plan.min_message_bytes) // unit) * unit
     return size if size <= plan.max_message_bytes else plan.max_message_bytes // unit * unit
-
-
-def _buffers(plan, rank: int, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    world, m = plan.world_size, data.size
-    count = {"allgather": m * world, "reducescatter": m // world}.get(plan.collective, m)
-    if not plan.inplace:
-        return data.copy(), np.zeros(count, data.dtype)
-    if plan.collective == "allgather":
-        output = np.zeros(count, data.dtype)
-        output[rank * m : (rank + 1) * m] = data
-        return output[rank * m : (rank + 1) * m], output
-    source = data.copy()
-    if plan.collective == "reducescatter":
-        return source, source[rank * count : (rank + 1) * count]
-    return source, source
 
 
 def run(plan_text: str, nbytes: int, seed: int = 7) -> list[np.ndarray]:
@@ -46,7 +36,7 @@ def run(plan_text: str, nbytes: int, seed: int = 7) -> list[np.ndarray]:
 
     def body(bootstrap):
         communicator = native.Communicator(bootstrap, host_only=True)
-        source, target = _buffers(plan, communicator.rank, inputs[communicator.rank])
+        source, target = plan_buffers(plan, communicator.rank, plan.world_size, inputs[communicator.rank])
         loom.Executor(communicator).execute(plan, source, target)
         return target.copy()
 

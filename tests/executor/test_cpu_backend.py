@@ -18,7 +18,9 @@ from loom.plan_compiler import compile_algorithm
 
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import loom  # noqa: E402
+from plan_buffers import plan_buffers  # noqa: E402
 from rank_threads import run_ranks  # noqa: E402
 
 SHAPES = ((2, None), (4, None), (8, None), (4, 2))
@@ -81,21 +83,6 @@ def _expected(plan, rank: int, inputs: list[np.ndarray]) -> np.ndarray:
     return wide[(rank - 1) % world]  # sendrecv
 
 
-def _buffers(plan, rank: int, world: int, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    m = data.size
-    out_count = {"allgather": m * world, "reducescatter": m // world}.get(plan.collective, m)
-    if not plan.inplace:
-        return data.copy(), np.zeros(out_count, data.dtype)
-    if plan.collective == "allgather":
-        output = np.zeros(out_count, data.dtype)
-        output[rank * m : (rank + 1) * m] = data
-        return output[rank * m : (rank + 1) * m], output
-    source = data.copy()
-    if plan.collective == "reducescatter":
-        return source, source[rank * out_count : (rank + 1) * out_count]
-    return source, source
-
-
 def _sizes(plan, dtype) -> list[int]:
     unit = np.dtype(dtype).itemsize * (plan.world_size if plan.collective in ("reducescatter", "alltoall") else 1)
     # Odd sizes: chunks and pipeline slices end mid-vector, the last LL packet is partial.
@@ -150,7 +137,7 @@ def _run_and_check(plan, dtype_name: str, sizes: list[int]) -> None:
         executor = loom.Executor(communicator)
         rank = communicator.rank
         for key in calls:
-            source, target = _buffers(plan, rank, world, data[key][rank])
+            source, target = plan_buffers(plan, rank, world, data[key][rank])
             executor.execute(plan, source, target)
             expected = _expected(plan, rank, data[key])
             got = target.astype(np.float64)
