@@ -200,13 +200,13 @@ class Decoder {
       plan.name = std::string(string(need(f, 1, path, "the plan's name"), p, 256));
       if (plan.name.empty()) fail(p, "expected a non-empty name, got \"\"");
     }
-    if (element value = need(f, 2, path, "a collective");
-        value.type() == element_type::STRING && std::string_view(value) == "test") {
+    const element collective = need(f, 2, path, "a collective");
+    if (collective.type() == element_type::STRING && std::string_view(collective) == "test") {
       fail(path.field("collective"),
            "a test plan (MSCCL++'s TestCollective) has no collective to run: it is for the verifier only (loom "
            "verify); the executor runs allreduce, allgather, reducescatter, alltoall, broadcast and sendrecv plans");
     }
-    plan.collective = choice<Collective>(need(f, 2, path, "a collective"), path.field("collective"),
+    plan.collective = choice<Collective>(collective, path.field("collective"),
                                          {{"allreduce", Collective::kAllReduce},
                                           {"allgather", Collective::kAllGather},
                                           {"reducescatter", Collective::kReduceScatter},

@@ -52,9 +52,9 @@ REQUIRED_VALUES = {
 }
 
 
-# Ops that only order others, in either format (MSCCL++'s names, then Loom's); "nop" counts as neither.
-SYNC_OPS = {"signal", "wait", "rlxsignal", "rlxwait", "flush", "barrier", "sem_acquire", "sem_release", "sem_acq"}
-SYNC_OPS |= {"sem_rel", "nop"}
+# Ops that only order others, in either format (MSCCL++ writes relaxed ones as rlxsignal / rlxwait);
+# "nop" counts as neither.
+SYNC_OPS = frozenset({"signal", "wait", "rlxsignal", "rlxwait", "flush", "barrier", "sem_acquire", "sem_release"})
 
 
 @dataclass
@@ -135,9 +135,10 @@ def op_counts(plan: dict) -> tuple[int, int]:
             for op in block["ops"]:
                 for inner in op.get("body", [op]) if op.get("op") == "pipeline" else [op]:
                     name = inner.get("op", inner.get("name"))
-                    if name == "nop":
-                        continue
-                    sync, data = (sync + 1, data) if name in SYNC_OPS else (sync, data + 1)
+                    if name in SYNC_OPS:
+                        sync += 1
+                    elif name != "nop":
+                        data += 1
     return data, sync
 
 
