@@ -44,8 +44,9 @@ class Backend {
   // Copies `bytes` from `src` to `dst` (this rank's buffers): the GPU enqueues it on `stream` (also
   // under graph capture), the CPU backend copies at once.
   virtual void copy(void* dst, const void* src, uint64_t bytes, void* stream) = 0;
-  // How many interpreter blocks of `threads` threads the device holds at once (for ranks sharing a
-  // GPU, whose blocks wait for one another); no bound on the CPU backend.
+  // How many interpreter blocks of `threads` threads ranks sharing a GPU may run at once (their blocks
+  // wait for one another, and other kernels must still start): fewer than the GPU's multiprocessors.
+  // No bound on the CPU backend.
   virtual uint32_t maxResidentBlocks(uint32_t threads, DataType type, ReduceOp op) = 0;
 };
 

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -82,7 +83,12 @@ class GpuBackend final : public Backend {
     int multiprocessors = 0;
     checkCuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device_),
               "cudaDeviceGetAttribute(multiprocessors)");
-    return residentBlocks_[key] = uint32_t(perMultiprocessor) * uint32_t(multiprocessors);
+    // At most one block per multiprocessor, and one multiprocessor left without any: while every
+    // multiprocessor holds a spinning block, no other kernel starts (probes/copy_within_one_gpu.cu), and
+    // ranks sharing the GPU need other kernels to run mid-call: CUDA's copies within one GPU, which carry
+    // port channels, and the kernels a rank runs between its calls while its peers already spin.
+    const uint32_t byOccupancy = uint32_t(perMultiprocessor) * uint32_t(multiprocessors);
+    return residentBlocks_[key] = std::min(byOccupancy, uint32_t(std::max(multiprocessors - 1, 1)));
   }
 
  private:

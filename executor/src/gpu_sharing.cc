@@ -31,15 +31,13 @@ std::vector<int> checkGpuSharing(const Communicator& communicator) {
                     "communicator, or device=local_rank). For testing only, ranks that are threads of one "
                     "process may share a GPU with LOOM_SHARE_GPU=1");
   }
-  // At 16 ranks on one GPU the 2x8 packet all-gather stalled in testing, whatever we changed (a copy
-  // by a proxy never landed); until that is understood, more than 8 are refused rather than left to hang.
-  constexpr size_t kMostRanksSharing = 8;
+  // 16 ranks (the 2x8 plans) is the most tested on one GPU (docs/testing.md).
+  constexpr size_t kMostRanksSharing = 16;
   if (sharers.size() > kMostRanksSharing) {
     throw Error(ErrorCategory::kInvalidArgument,
                 who + ": at most " + std::to_string(kMostRanksSharing) + " ranks may share one GPU (there are " +
                     std::to_string(sharers.size()) +
-                    "); with 16, calls over port channels stalled in testing (docs/testing.md), so more are "
-                    "refused. Run plans of more ranks on the CPU backend (loom.host_ranks)");
+                    "), the most that has been tested. Run plans of more ranks on the CPU backend (loom.host_ranks)");
   }
   // Each rank's stream needs a hardware queue of its own: kernels of streams that share one start in
   // order, so a kernel that waits for another rank's next call would hold that call back (CUDA's
@@ -85,8 +83,9 @@ void checkResidency(const Plan& plan, const std::vector<int>& sharers, uint32_t 
                   communicator.cudaDeviceBusId() + " (ranks " + rankList(sharers) + ") would run " +
                   std::to_string(blocks) + " thread blocks of " + std::to_string(plan.threadsPerBlock) +
                   " threads at once, but the GPU holds at most " + std::to_string(residentLimit) +
-                  " such blocks; they wait for one another, so the call would hang. Use a plan with fewer "
-                  "thread blocks or threads per block, or fewer ranks on the GPU");
+                  " such blocks for ranks sharing it (one per multiprocessor, one multiprocessor left free for "
+                  "other kernels: CUDA's copies and the program's own); they wait for one another, so the call "
+                  "would hang. Use a plan with fewer thread blocks, or fewer ranks on the GPU");
 }
 
 }  // namespace loom

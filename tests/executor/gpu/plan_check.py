@@ -124,7 +124,16 @@ def check_plan(plan, path: Path, executor, communicator, rank: int, world: int, 
                     )
                     raise
                 expected = expected_output(plan, rank, inputs)
-                ok, error = check_output(target, expected, dtype_name, world)
+                try:
+                    ok, error = check_output(target, expected, dtype_name, world)
+                except Exception:
+                    # Ranks share one CUDA context: another rank's failed kernel surfaces here.
+                    print(
+                        f"rank {rank} ERROR after {path.name} {dtype_name} {size} B call {call}; device report:"
+                        f" {communicator.device_timeout_report()}",
+                        flush=True,
+                    )
+                    raise
                 worst, cases = max(worst, error), cases + 1
                 if not ok:
                     failures += 1
