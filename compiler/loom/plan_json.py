@@ -52,6 +52,7 @@ OP_KEYS = (
     "threadblocks",
     "semaphores",
     "iterations",
+    "unit_bytes",
     "body",
     "loc",
 )

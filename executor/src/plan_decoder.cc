@@ -97,12 +97,13 @@ enum OpField : size_t {
   kOpThreadblocks,
   kOpSemaphores,
   kOpIterations,
+  kOpUnitBytes,
   kOpBody,
   kOpFieldCount,
 };
 constexpr FieldNames<kOpFieldCount> kOpFields{
     "op",      "loc",       "src",       "dst",        "packet_dst",   "srcs",       "dsts",       "channels",
-    "relaxed", "data_sync", "reduce_op", "barrier_id", "threadblocks", "semaphores", "iterations", "body"};
+    "relaxed", "data_sync", "reduce_op", "barrier_id", "threadblocks", "semaphores", "iterations", "unit_bytes", "body"};
 
 bool opTakes(const OpSpec& spec, size_t field) {
   switch (field) {
@@ -133,6 +134,7 @@ bool opTakes(const OpSpec& spec, size_t field) {
     case kOpSemaphores:
       return spec.type == OpType::kSemAcquire || spec.type == OpType::kSemRelease;
     case kOpIterations:
+    case kOpUnitBytes:
     case kOpBody:
       return spec.type == OpType::kPipeline;
   }
@@ -529,8 +531,20 @@ class Decoder {
                                "semaphore ids");
         break;
       case OpType::kPipeline: {
-        op.iterations =
-            uint32(need(f, kOpIterations, path, "the number of iterations"), path.field("iterations"), 1, 65536);
+        // Either a fixed number of equal slices or slices of a size in bytes (their number follows the
+        // message size), never both.
+        if (f[kOpUnitBytes] && f[kOpIterations]) {
+          fail(path.field("unit_bytes"), "expected either iterations or unit_bytes in a pipeline, got both");
+        }
+        if (f[kOpUnitBytes]) {
+          op.unitBytes = uint32(*f[kOpUnitBytes], path.field("unit_bytes"), 16, UINT32_MAX);
+          if (op.unitBytes % 16 != 0) {
+            fail(path.field("unit_bytes"), "expected a multiple of 16 bytes, got " + std::to_string(op.unitBytes));
+          }
+        } else {
+          op.iterations = uint32(need(f, kOpIterations, path, "the number of iterations (or unit_bytes)"),
+                                 path.field("iterations"), 1, 65536);
+        }
         const JsonPath bodyPath = path.field("body");
         size_t i = 0;
         for (element item : nonEmptyArray(need(f, kOpBody, path, "the ops to repeat"), bodyPath, "ops")) {

@@ -46,11 +46,13 @@ class Resolver {
         const Op& op = tb->ops[i];
         opIndex_ = uint32_t(i);
         if (op.type != OpType::kPipeline) {
-          emit(op, 0, 1);
+          emit(op, Iteration{});
           continue;
         }
-        for (uint32_t piece = 0; piece < op.iterations; ++piece) {
-          for (const Op& inner : op.body) emit(inner, piece, op.iterations);
+        opType_ = op.type;
+        const Iteration whole = iterationsOf(op);
+        for (uint32_t piece = 0; piece < whole.count; ++piece) {
+          for (const Op& inner : op.body) emit(inner, Iteration{piece, whole.count, whole.unitBytes});
         }
       }
     }
@@ -74,13 +76,48 @@ class Resolver {
     uint64_t end = 0;
   };
 
-  // Iteration `piece` of `pieces` of a pipeline: the piece-th slice of the range's nominal length,
-  // rounded up to the chunk alignment. The last slice takes the remainder.
-  Nominal slice(const ChunkRef& ref, uint32_t piece, uint32_t pieces) const {
+  // Which part of its chunk ranges an op works on: iteration `index` of `count` of a pipeline (all of
+  // them outside one). A pipeline sized in bytes cuts every range into slices of `unitBytes`.
+  struct Iteration {
+    uint32_t index = 0;
+    uint32_t count = 1;
+    uint64_t unitBytes = 0;
+  };
+
+  uint64_t alignUp(uint64_t bytes) const {
+    return (bytes + layout_.alignment() - 1) / layout_.alignment() * layout_.alignment();
+  }
+
+  // A pipeline's iterations in this call: its fixed count, or as many slices of its unit (rounded up to
+  // the chunk alignment) as its longest chunk range needs, as MSCCL++ counts them.
+  Iteration iterationsOf(const Op& pipeline) const {
+    if (pipeline.unitBytes == 0) return {0, pipeline.iterations, 0};
+    const uint64_t unit = alignUp(pipeline.unitBytes);
+    uint64_t longest = 0;
+    for (const Op& inner : pipeline.body) {
+      for (const std::optional<ChunkRef>* ref : {&inner.src, &inner.dst, &inner.packetDst}) {
+        if (*ref) longest = std::max(longest, uint64_t((*ref)->count) * layout_.chunkBytes());
+      }
+      for (const std::vector<ChunkRef>* refs : {&inner.srcs, &inner.dsts}) {
+        for (const ChunkRef& ref : *refs) longest = std::max(longest, uint64_t(ref.count) * layout_.chunkBytes());
+      }
+    }
+    const uint64_t count = std::max<uint64_t>(1, (longest + unit - 1) / unit);
+    if (count > 65536) {
+      fail("a pipeline of " + std::to_string(pipeline.unitBytes) + "-byte units over " + std::to_string(longest) +
+               " bytes would run " + std::to_string(count) + " iterations, more than 65536; use a larger unit_bytes",
+           ErrorCategory::kInvalidArgument);
+    }
+    return {0, uint32_t(count), unit};
+  }
+
+  // The part of a chunk range's nominal length an iteration covers: the index-th of `count` equal
+  // slices rounded up to the chunk alignment (the last takes the remainder), or bytes
+  // [index * unit, (index + 1) * unit) of it, empty past its end.
+  Nominal slice(const ChunkRef& ref, const Iteration& at) const {
     const uint64_t nominal = uint64_t(ref.count) * layout_.chunkBytes();
-    const uint64_t step = (nominal + pieces - 1) / pieces;
-    const uint64_t width = (step + layout_.alignment() - 1) / layout_.alignment() * layout_.alignment();
-    return {std::min(uint64_t(piece) * width, nominal), std::min(uint64_t(piece + 1) * width, nominal)};
+    const uint64_t width = at.unitBytes ? at.unitBytes : alignUp((nominal + at.count - 1) / at.count);
+    return {std::min(uint64_t(at.index) * width, nominal), std::min(uint64_t(at.index + 1) * width, nominal)};
   }
 
   // The bytes a part of a chunk range covers in this call.
@@ -226,7 +263,7 @@ class Resolver {
     }
   }
 
-  void emit(const Op& op, uint32_t piece, uint32_t pieces) {
+  void emit(const Op& op, const Iteration& at) {
     opType_ = op.type;
     switch (op.type) {
       case OpType::kSignal:
@@ -249,7 +286,7 @@ class Resolver {
       case OpType::kPipeline:
         fail("pipelines do not nest");
       default:
-        return emitData(op, piece, pieces);
+        return emitData(op, at);
     }
   }
 
@@ -261,7 +298,7 @@ class Resolver {
     out_.ops.back().participants = uint32_t(op.threadblocks.size());
   }
 
-  void emitData(const Op& op, uint32_t piece, uint32_t pieces) {
+  void emitData(const Op& op, const Iteration& at) {
     std::vector<const ChunkRef*> refs;
     for (const std::optional<ChunkRef>* ref : {&op.src, &op.dst, &op.packetDst}) {
       if (*ref) refs.push_back(&**ref);  // the op's own refs, not copies
@@ -278,8 +315,8 @@ class Resolver {
                std::to_string(layout_.wholeChunksUnit()) + " bytes",
            ErrorCategory::kInvalidArgument);
     }
-    const auto cut = cutAtGaps(refs, slice(*refs.front(), piece, pieces));
-    if (!cut) return emitDataPart(op, [&](const ChunkRef& ref) { return slice(ref, piece, pieces); });
+    const auto cut = cutAtGaps(refs, slice(*refs.front(), at));
+    if (!cut) return emitDataPart(op, [&](const ChunkRef& ref) { return slice(ref, at); });
     for (const Nominal& part : *cut) emitDataPart(op, [&](const ChunkRef&) { return part; });
   }
 

@@ -133,7 +133,8 @@ def op_counts(plan: dict) -> tuple[int, int]:
     for gpu in plan["gpus"]:
         for block in gpu["threadblocks"]:
             for op in block["ops"]:
-                for inner in op.get("body", [op]) if op.get("op") == "pipeline" else [op]:
+                pipeline = op.get("op", op.get("name")) == "pipeline"
+                for inner in op.get("body", op.get("ops", [])) if pipeline else [op]:  # Loom's, MSCCL++'s
                     name = inner.get("op", inner.get("name"))
                     if name in SYNC_OPS:
                         sync += 1

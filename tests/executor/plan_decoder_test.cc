@@ -391,6 +391,22 @@ TEST(PlanDecoderTest, ReadReduceSourcesAreLocalOrRemote) {
   expectChunk(op.srcs[1], BufferType::kInput, 1, 1, kLocalChunk);
 }
 
+TEST(PlanDecoderTest, APipelineIsSizedByIterationsOrByUnitBytesNeverBoth) {
+  const std::string body = R"("body": [{"op": "copy", "src": {"buffer": "input", "index": 0},
+      "dst": {"buffer": "output", "index": 0}}]})";
+  const Plan plan = Plan::parse(smallPlan("", R"({"op": "pipeline", "unit_bytes": 1048576, )" + body));
+  const Op& pipeline = plan.gpu(0).threadblocks[0].ops[0];
+  EXPECT_EQ(pipeline.unitBytes, 1048576u);
+  EXPECT_EQ(pipeline.body.size(), 1u);
+  const std::string at = "gpus[0].threadblocks[0].ops[0]";
+  expectPlanError(smallPlan("", R"({"op": "pipeline", "unit_bytes": 64, "iterations": 2, )" + body),
+                  at + ".unit_bytes", "expected either iterations or unit_bytes in a pipeline, got both");
+  expectPlanError(smallPlan("", R"({"op": "pipeline", "unit_bytes": 100, )" + body), at + ".unit_bytes",
+                  "expected a multiple of 16 bytes, got 100");
+  expectPlanError(smallPlan("", R"({"op": "pipeline", )" + body), at + ".iterations",
+                  "missing required field (expected the number of iterations (or unit_bytes))");
+}
+
 TEST(PlanDecoderTest, RankLookupFollowsIdsNotListOrder) {
   const Plan plan = Plan::parse(smallPlan("", R"({"op": "nop"}, {"op": "nop"})",
                                           R"("input_chunks": 2, "output_chunks": 2, "scratch_chunks": 2)", true));

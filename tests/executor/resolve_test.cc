@@ -492,6 +492,40 @@ TEST(ResolveTest, PipelineSlicesAreContiguousAndCoverTheRangeForOddSizes) {
   }
 }
 
+// A pipeline sized in bytes (MSCCL++'s unit): iteration i covers bytes [i * unit, (i + 1) * unit) of
+// every range, as many iterations as the longest range needs; a shorter range's later slices are empty.
+TEST(ResolveTest, APipelineSizedInBytesCutsEveryRangeIntoUnits) {
+  // 1000 bytes, 2 chunks of 512: the put's range is 1024 nominal bytes, the copy's 512; units of 400.
+  const Plan plan = twoRanks(R"({"op": "pipeline", "unit_bytes": 400, "body": [
+      {"op": "put", "src": {"buffer": "input", "index": 0, "count": 2},
+       "dsts": [{"channel": 0, "buffer": "output", "index": 0, "count": 2}]},
+      {"op": "copy", "src": {"buffer": "input", "index": 0}, "dst": {"buffer": "scratch", "index": 0}}]})")
+                        .parse();
+  EXPECT_EQ(describe(resolve(plan, 0, 1000)), (std::vector<std::string>{
+                                                  "transfer bytes=400 (op 0): local:input+0 -> ch0:output+0",
+                                                  "transfer bytes=400 (op 0): local:input+0 -> local:scratch+0",
+                                                  "transfer bytes=400 (op 0): local:input+400 -> ch0:output+400",
+                                                  "transfer bytes=112 (op 0): local:input+400 -> local:scratch+400",
+                                                  "transfer bytes=200 (op 0): local:input+800 -> ch0:output+800",
+                                                  "transfer bytes=0 (op 0): local:input+512 -> local:scratch+512",
+                                              }));
+}
+
+TEST(ResolveTest, APipelineUnitIsRoundedUpToTheAlignmentAndItsIterationsAreBounded) {
+  PlanText text = twoRanks(R"({"op": "pipeline", "unit_bytes": 16, "body": [
+      {"op": "copy", "src": {"buffer": "input", "index": 0}, "dst": {"buffer": "output", "index": 0}}]})");
+  text.alignmentBytes = 64;
+  const ResolvedProgram program = resolve(text.parse(), 0, 256);  // chunks of 128 bytes: two 64-byte units
+  ASSERT_EQ(program.ops.size(), 2u);
+  EXPECT_EQ(program.ops[0].bytes, 64u);
+  EXPECT_EQ(operand(program, program.ops[1], 0).offset, 64u);
+  const Plan plan = text.parse();
+  expectError([&] { resolve(plan, 0, uint64_t{1} << 30); },  // 512 MiB chunks in 64-byte units
+              ErrorCategory::kInvalidArgument,
+              "plan 'resolve_test', rank 0, tb 0, op 0 (pipeline): a pipeline of 16-byte units over 536870912 bytes "
+              "would run 8388608 iterations, more than 65536; use a larger unit_bytes");
+}
+
 TEST(ResolveTest, DataRangesOfUnequalLengthAreRefusedNamingPlanRankTbAndOp) {
   // Input chunk 1 of a 1000-byte message is 488 bytes, output chunk 0 is 512: nothing is truncated.
   PlanText text = twoRanks("");

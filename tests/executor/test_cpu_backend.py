@@ -230,3 +230,40 @@ def test_a_plan_whose_ranks_list_their_peers_rotated_sets_up_without_waiting_in_
     text = program.to_json()
     assert [c["peer"] for c in json.loads(text)["gpus"][1]["channels"]] == [2, 3, 0]
     _run_and_check(loom.Plan.parse(text), "int32", [64, 4096])
+
+
+def _alltoall_through_scratch(unit: int | None, iterations: int | None = None) -> str:
+    """MSCCL++'s pipelined all-to-all shape: per peer, one thread block puts this rank's piece into the
+    peer's scratch slice by slice and signals; another waits and copies each slice to the output."""
+    from loom.language import AllToAll, Buffer, CollectiveProgram, LoopIterationContext, MemoryChannel, Rank, SyncType
+
+    world = 3
+    program = CollectiveProgram("alltoall_pipelined", AllToAll(world, 1, False), world)
+    with program:
+        scratch = {r: Buffer(r, world) for r in range(world)}
+        channels = {(r, p): MemoryChannel(p, r) for r in range(world) for p in range(world) if p != r}
+        handshakes = {(r, p): MemoryChannel(p, r) for r in range(world) for p in range(world) if p != r}
+        for (r, p), channel in handshakes.items():
+            channel.signal(tb=p, relaxed=True)
+            channel.wait(tb=p, relaxed=True, data_sync=SyncType.after)
+        with LoopIterationContext(unit=unit, iterations=iterations):
+            for (r, p), channel in channels.items():
+                rank = Rank(r)
+                channel.put(scratch[p][r : r + 1], rank.get_input_buffer()[p : p + 1], tb=p)
+                channel.signal(tb=p, data_sync=SyncType.before)
+                channel.wait(tb=world + p, data_sync=SyncType.after)
+                rank.copy(rank.get_output_buffer()[p : p + 1], scratch[r][p : p + 1], tb=world + p)
+        for r in range(world):
+            rank = Rank(r)
+            rank.copy(rank.get_output_buffer()[r : r + 1], rank.get_input_buffer()[r : r + 1], tb=2 * world)
+    return program.to_json()
+
+
+def test_a_pipeline_sized_in_bytes_runs_as_many_iterations_as_the_size_needs():
+    """LoopIterationContext(unit=...) as MSCCL++ writes it: at 3 x 4100 bytes a rank's 4100-byte piece
+    takes 65 iterations of 64 bytes (the last one short), at 48 bytes one; both give the all-to-all."""
+    text = _alltoall_through_scratch(unit=64)
+    pipelines = [op for op in json.loads(text)["gpus"][0]["threadblocks"][0]["ops"] if op["op"] == "pipeline"]
+    assert [p.get("unit_bytes") for p in pipelines] == [64], pipelines
+    _run_and_check(loom.Plan.parse(text), "int32", [48, 3 * 4100, 3 * 64 * 7])
+    _run_and_check(loom.Plan.parse(_alltoall_through_scratch(unit=None, iterations=5)), "int32", [48, 3 * 4100])

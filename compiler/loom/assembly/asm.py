@@ -276,7 +276,11 @@ class _Builder:
                 raise self.fail("a pipeline cannot nest inside another pipeline", node)
             if len(args) < 2:
                 raise self.fail("a pipeline needs at least one op between its braces", node)
-            op = {"op": "pipeline", "iterations": int(args[0])}
+            if isinstance(args[0], lark.Token) and args[0].type == "UNIT":
+                op = {"op": "pipeline", "unit_bytes": int(args[1])}
+                args = args[1:]
+            else:
+                op = {"op": "pipeline", "iterations": int(args[0])}
             op["body"] = self.ops(args[1:], f"{path}.body", in_pipeline=True)
         elif kind in ("move_op", "reducing_op"):
             op = self.chain_op(node, args)

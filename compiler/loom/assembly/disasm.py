@@ -145,8 +145,9 @@ def _op_lines(data: dict, indent: str, path: str) -> list[str]:
     if name == "nop":
         return [indent + "nop" + _loc(_Fields(data, path, {"op", "loc"}))]
     if name == "pipeline":
-        op = _Fields(data, path, {"op", "loc", "iterations", "body"})
-        lines = [f"{indent}pipeline {op['iterations']}{_loc(op)} {{"]
+        op = _Fields(data, path, {"op", "loc", "iterations", "unit_bytes", "body"})
+        size = f"unit {op['unit_bytes']}" if "unit_bytes" in op else op["iterations"]
+        lines = [f"{indent}pipeline {size}{_loc(op)} {{"]
         for position, inner in enumerate(op["body"]):
             lines.extend(_op_lines(inner, indent + _INDENT, f"{path}.body[{position}]"))
         return [*lines, indent + "}"]

@@ -60,8 +60,6 @@ OP_NAMES = {
 }
 # Ops MSCCL++ has and Loom cannot express; the reason goes into the error and docs/import.md.
 REFUSED = {
-    "pipeline": "its iteration count follows the message size (iter_context.unit_size bytes per "
-    "iteration), while a Loom pipeline has a fixed iteration count",
     "glres": "NVLS multicast load-reduce-store into the multicast buffer has no single Loom op, and "
     "the importer does not translate switch channels",
     "gstore": "the importer does not translate switch channels (NVLS)",
@@ -136,6 +134,8 @@ def convert_op(data: Any, path: str, rank: RankTables, block: BlockTables) -> li
     becomes one put per destination)."""
     data = obj(data, path)
     name = string(get(data, "name", path), f"{path}.name")
+    if name == "pipeline":
+        return [_pipeline(data, path, rank, block)]
     if name in REFUSED:
         raise fail(f"{path}.name", f"{shown(name)} cannot be imported: {REFUSED[name]}")
     if name not in OP_NAMES:
@@ -390,6 +390,40 @@ def _reduce_packet(op: _Op, loom: str, name: str) -> list[dict]:
     if sends:
         out["dsts"] = [remote_ref(op, "dst_buff", i, None, "scratch") for i in range(first_remote, ndst)]
     return [out]
+
+
+def _pipeline(data: dict, path: str, rank: RankTables, block: BlockTables) -> dict:
+    """MSCCL++'s pipeline (``iter_context``: ``unit_size`` bytes per iteration) as a Loom pipeline
+    sized in bytes. MSCCL++ runs num_chunks x chunk size / unit iterations, Loom as many as the
+    body's longest range needs: the same when num_chunks is that range's length."""
+    only_keys(data, frozenset({"name", "iter_context", "ops"}), path)
+    context = obj(get(data, "iter_context", path), f"{path}.iter_context")
+    only_keys(context, frozenset({"unit_size", "num_chunks"}), f"{path}.iter_context")
+    unit = integer(get(context, "unit_size", f"{path}.iter_context"), f"{path}.iter_context.unit_size", 16, 2**32 - 1)
+    if unit % 16:
+        raise fail(f"{path}.iter_context.unit_size", f"a Loom pipeline slices in multiples of 16 bytes, got {unit}")
+    num_chunks = integer(get(context, "num_chunks", f"{path}.iter_context"), f"{path}.iter_context.num_chunks", 1)
+    body: list[dict] = []
+    for position, inner in enumerate(array(get(data, "ops", path), f"{path}.ops", nonempty=True)):
+        inner_path = f"{path}.ops[{position}]"
+        if isinstance(inner, dict) and inner.get("name") == "pipeline":
+            raise fail(f"{inner_path}.name", "a pipeline inside a pipeline cannot be imported (Loom's do not nest)")
+        body.extend(convert_op(inner, inner_path, rank, block))
+    longest = max((ref.get("count", 1) for op in body for key in _REF_KEYS for ref in _listed(op.get(key))), default=0)
+    if longest and longest != num_chunks * rank.refine:
+        raise fail(
+            f"{path}.iter_context.num_chunks",
+            f"{num_chunks} chunk(s), but the longest range in the pipeline's ops has {longest // rank.refine}: Loom"
+            " counts the iterations from that range, so the two would slice differently",
+        )
+    return {"op": "pipeline", "unit_bytes": unit, "body": body}
+
+
+_REF_KEYS = ("src", "srcs", "dst", "packet_dst", "dsts")
+
+
+def _listed(value: Any) -> list:
+    return [] if value is None else value if isinstance(value, list) else [value]
 
 
 _CONVERTERS = {

@@ -174,9 +174,18 @@ def _refinement(gpus: list) -> int:
     refine = 1
     for gpu in gpus:
         for block in gpu.get("threadblocks", []) if isinstance(gpu, dict) else []:
-            for op in block.get("ops", []) if isinstance(block, dict) else []:
+            for op in _flat_ops(block.get("ops", []) if isinstance(block, dict) else []):
                 refine = math.lcm(refine, group_size(op))
     return refine
+
+
+def _flat_ops(ops: Any) -> list:
+    """A thread block's ops with those of its pipelines in their place (malformed entries as they are)."""
+    out: list = []
+    for op in ops if isinstance(ops, list) else []:
+        inner = op.get("ops") if isinstance(op, dict) and op.get("name") == "pipeline" else None
+        out.extend(_flat_ops(inner) if inner is not None else [op])
+    return out
 
 
 def _rank_order(gpus: list) -> dict[int, int]:
@@ -361,7 +370,7 @@ def _barriers(blocks: list, path: str) -> dict[int, list[int]]:
     names only how many blocks meet; Loom lists them."""
     out: dict[int, list[int]] = {}
     for block in blocks:
-        for op in block.get("ops", []) if isinstance(block.get("ops"), list) else []:
+        for op in _flat_ops(block.get("ops")):
             if isinstance(op, dict) and op.get("name") == "barrier":
                 barrier = op.get("barrier_id")
                 if isinstance(barrier, int) and block.get("id") not in out.setdefault(barrier, []):

@@ -53,6 +53,7 @@ def op_from_dict(data: dict) -> Op:
         threadblocks=list(data.get("threadblocks", [])),
         semaphores=list(data.get("semaphores", [])),
         iterations=data.get("iterations"),
+        unit_bytes=data.get("unit_bytes"),
         body=[op_from_dict(inner) for inner in data.get("body", [])],
         loc=SourceLoc(loc["file"], loc["line"]) if loc else None,
     )
@@ -86,6 +87,8 @@ def op_to_dict(op: Op) -> dict:
         out["semaphores"] = list(op.semaphores)
     if op.iterations is not None:
         out["iterations"] = op.iterations
+    if op.unit_bytes is not None:
+        out["unit_bytes"] = op.unit_bytes
     if op.body:
         out["body"] = [op_to_dict(inner) for inner in op.body]
     if op.loc:

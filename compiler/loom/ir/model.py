@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 BUFFERS = ("input", "output", "scratch")
 CHANNEL_TYPES = ("memory", "port", "switch")
 REDUCE_OPS = ("sum", "min", "max")
 DATA_SYNCS = ("none", "before", "after", "both")
+
+
+# A pipeline sized in bytes (unit_bytes) cuts its ranges differently at every message size; the
+# compiler's checks and the verifier try units of these many chunks: several iterations per chunk,
+# one, and units that straddle chunk boundaries.
+SAMPLED_UNIT_CHUNKS = (Fraction(1, 2), Fraction(1), Fraction(3, 2))
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,8 @@ class Op:
     barrier_id: int | None = None
     threadblocks: list[int] = field(default_factory=list)
     semaphores: list[int] = field(default_factory=list)
-    iterations: int | None = None
+    iterations: int | None = None  # pipeline of a fixed number of equal slices
+    unit_bytes: int | None = None  # pipeline of slices of this many bytes (MSCCL++'s unit)
     body: list[Op] = field(default_factory=list)
     loc: SourceLoc | None = None
     seq: int = 0

@@ -3,7 +3,9 @@ hang: output chunks nothing writes, and signals without a matching wait (or the 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from fractions import Fraction
 
 from loom.errors import DSLError
 from loom.ir import model as ir
@@ -11,10 +13,15 @@ from loom.ir.shapes import inplace_alias
 from loom.language.collectives import Collective
 
 
-def _flat(ops: list[ir.Op], times: int = 1):
+def _flat(ops: list[ir.Op], times: int = 1, unit_chunks: Fraction = Fraction(1)):
+    """Each op with how often it runs in a call; a pipeline sized in bytes runs as often as its
+    longest range needs units of ``unit_chunks`` chunks."""
     for op in ops:
-        if op.op == "pipeline":
-            yield from _flat(op.body, times * (op.iterations or 1))
+        if op.op == "pipeline" and op.unit_bytes is not None:
+            longest = max((ref.count for inner in op.body for ref in inner.refs()), default=1)
+            yield from _flat(op.body, times * math.ceil(longest / unit_chunks), unit_chunks)
+        elif op.op == "pipeline":
+            yield from _flat(op.body, times * op.iterations, unit_chunks)
         else:
             yield op, times
 
@@ -80,13 +87,20 @@ def _pair_positions(gpu: ir.Gpu) -> dict[int, int]:
 def check_signal_wait_pairs(plan: ir.Plan) -> None:
     """Every signal rank a sends on a channel to rank b is consumed by one wait of b on the paired
     channel back to a (the i-th of each side's channels of that type to the other)."""
+    # The iterations of pipelines sized in bytes follow the message size: the counts must agree at
+    # every size, so they are compared at several.
+    for unit_chunks in ir.SAMPLED_UNIT_CHUNKS:
+        _check_signal_wait_counts(plan, unit_chunks)
+
+
+def _check_signal_wait_counts(plan: ir.Plan, unit_chunks: Fraction) -> None:
     signals: Counter = Counter()
     waits: Counter = Counter()
     first_loc: dict = {}
     for gpu in plan.gpus:
         positions = _pair_positions(gpu)
         for tb in gpu.threadblocks:
-            for op, times in _flat(tb.ops):
+            for op, times in _flat(tb.ops, unit_chunks=unit_chunks):
                 sends = op.op in ("signal", "put_with_signal", "put_with_signal_and_flush")
                 if not sends and op.op != "wait":
                     continue

@@ -15,9 +15,11 @@ from __future__ import annotations
 import os
 import sys
 import types
+from fractions import Fraction
 
 from loom.errors import InvalidArgumentError
-from loom.verify.program import Program
+from loom.ir.model import SAMPLED_UNIT_CHUNKS
+from loom.verify.program import Program, has_unit_pipelines
 from loom.verify.report import CATEGORIES, Finding, FindingLog, VerificationError, format_findings, summary
 from loom.verify.schedule import Executor
 
@@ -39,8 +41,8 @@ def verify(plan: dict | str | os.PathLike[str], *, calls: int = DEFAULT_CALLS) -
     if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
         raise InvalidArgumentError(f"calls must be a positive integer, got {calls!r}")
     log = FindingLog()
-    program = Program(plan, log)
-    Executor(program, calls, log).run()
+    for unit_chunks in SAMPLED_UNIT_CHUNKS if has_unit_pipelines(plan) else (Fraction(1),):
+        Executor(Program(plan, log, unit_chunks), calls, log).run()
     return log.sorted()
 
 

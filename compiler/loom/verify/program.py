@@ -4,6 +4,9 @@ chunk references are resolved to ranges of sub-chunks of one rank's buffer.
 Sub-chunks: every chunk is cut into ``factor`` sub-chunks, the least common multiple of the
 plan's pipeline iteration counts, so that each iteration of a pipeline works on whole sub-chunks
 (iteration ``i`` of ``k`` takes the ``i``-th of ``k`` equal pieces of every range in the body).
+A pipeline sized in bytes (``unit_bytes``) iterates as often as the message size makes it; the
+verifier runs it with a unit of ``unit_chunks`` chunks (a fraction; ``verify`` tries several), the
+sub-chunks cut fine enough that every unit ends on one.
 In an in-place plan a reference is resolved to the one name of its chunk (``loom.ir.shapes``), so
 ``input[i]`` and ``output[i]`` of an all-reduce are one location. A reference through a switch
 channel resolves to the same range on every member of the group.
@@ -17,7 +20,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from loom.errors import PlanError
 from loom.ir.shapes import buffer_slots, inplace_alias
@@ -83,7 +88,7 @@ class Step:
 class Program:
     """Everything the executor needs from the plan, resolved once."""
 
-    def __init__(self, plan: dict, log: FindingLog) -> None:
+    def __init__(self, plan: dict, log: FindingLog, unit_chunks: Fraction = Fraction(1)) -> None:
         self.plan = plan
         self.log = log
         self.n: int = plan["world_size"]
@@ -91,7 +96,8 @@ class Program:
         self.ll = plan["protocol"] == "ll"
         self.inplace = bool(plan["inplace"])
         self.gpus: dict[int, dict] = _gpus(plan)
-        self.factor = math.lcm(1, *_iterations(plan))
+        self.factor = math.lcm(1, *_iterations(plan), unit_chunks.denominator if has_unit_pipelines(plan) else 1)
+        self.unit_width = int(unit_chunks * self.factor)  # sub-chunks per iteration of a unit_bytes pipeline
         self.channels = {(r, c["id"]): c for r, g in self.gpus.items() for c in g["channels"]}
         self.paired = _pair(self.gpus)
         self.semaphores = {
@@ -148,26 +154,46 @@ class Program:
         steps = []
         for index, op in enumerate(tb["ops"]):
             if op["op"] != "pipeline":
-                steps.append(self._step(Step(rank, tb["id"], index, None, None, op), tbs, 0, 1))
+                steps.append(self._step(Step(rank, tb["id"], index, None, None, op), tbs, self._part(0, 1)))
                 continue
-            iterations = op["iterations"]
+            iterations, part = self._iterations_of(op)
             for i in range(iterations):
                 for body, inner in enumerate(op["body"]):
-                    steps.append(self._step(Step(rank, tb["id"], index, body, i, inner, op), tbs, i, iterations))
+                    steps.append(self._step(Step(rank, tb["id"], index, body, i, inner, op), tbs, part(i)))
         return steps
 
-    def _step(self, step: Step, tbs: set[int], piece: int, pieces: int) -> Step:
+    def _part(self, piece: int, pieces: int) -> Callable[[int], tuple[int, int]]:
+        """Iteration ``piece`` of ``pieces`` equal slices: [begin, end) sub-chunks of a range of ``count`` chunks."""
+        return lambda count: (piece * count * self.factor // pieces, (piece + 1) * count * self.factor // pieces)
+
+    def _iterations_of(self, pipeline: dict) -> tuple[int, Callable[[int], Callable[[int], tuple[int, int]]]]:
+        """A pipeline's iteration count and the part of a range each iteration takes."""
+        if "unit_bytes" not in pipeline:
+            pieces = pipeline["iterations"]
+            return pieces, lambda piece: self._part(piece, pieces)
+        width, f = self.unit_width, self.factor
+        longest = max(
+            (ref.get("count", 1) for inner in pipeline["body"] for name in REF_FIELDS for ref in _refs(inner, name)),
+            default=1,
+        )
+
+        def unit_part(piece: int) -> Callable[[int], tuple[int, int]]:
+            return lambda count: (min(piece * width, count * f), min((piece + 1) * width, count * f))
+
+        return -(-longest * f // width), unit_part
+
+    def _step(self, step: Step, tbs: set[int], part: Callable[[int], tuple[int, int]]) -> Step:
         op, name, rank = step.op, step.op["op"], step.rank
         problem = ""
         if name in DATA_OPS:
             reads, writes, step.reduces = DATA_OPS[name]
-            counts = {ref.get("count", 1) for f in ("src", "srcs", "dst", "packet_dst", "dsts") for ref in _refs(op, f)}
+            counts = {ref.get("count", 1) for f in REF_FIELDS for ref in _refs(op, f)}
             if len(counts) > 1:
                 problem = f"its chunk ranges differ in length ({', '.join(map(str, sorted(counts)))} chunks)"
             for fields, out in ((reads, step.reads), (writes, step.writes)):
                 for name_, packet in fields:
                     for data in _refs(op, name_):
-                        resolved = self._resolve(rank, data, piece, pieces)
+                        resolved = self._resolve(rank, data, part)
                         if isinstance(resolved, str):
                             problem = problem or resolved
                         else:
@@ -206,7 +232,7 @@ class Program:
             self.log.add(finding_at(step, "bounds", problem))
         return step
 
-    def _resolve(self, rank: int, data: dict, piece: int, pieces: int) -> list[Ref] | str:
+    def _resolve(self, rank: int, data: dict, part: Callable[[int], tuple[int, int]]) -> list[Ref] | str:
         """The sub-chunk ranges ``data`` names (one per switch group member), or what is wrong."""
         buffer, index, count = data["buffer"], data["index"], data.get("count", 1)
         owners = [rank]
@@ -230,10 +256,20 @@ class Program:
 
                 whose = "its own" if owner == rank else f"rank {owner}'s"
                 return f"{format_chunk(data)} is outside {whose} {buffer} buffer ({size} chunks)"
-            length = count * self.factor // pieces
-            name, start = self.alias(owner, buffer, index * self.factor + piece * length)
-            refs.append(Ref(owner, name, start, length))
+            begin, end = part(count)
+            if begin == end:
+                continue  # past the end of a shorter range in a pipeline sized in bytes: nothing moves
+            name, start = self.alias(owner, buffer, index * self.factor + begin)
+            refs.append(Ref(owner, name, start, end - begin))
         return refs
+
+
+REF_FIELDS = ("src", "srcs", "dst", "packet_dst", "dsts")
+
+
+def has_unit_pipelines(plan: dict) -> bool:
+    """Whether a pipeline of the plan is sized in bytes (``unit_bytes``)."""
+    return any("unit_bytes" in op for g in plan["gpus"] for tb in g["threadblocks"] for op in tb["ops"])
 
 
 def _refs(op: dict, name: str) -> list[dict]:
@@ -249,7 +285,11 @@ def _rank_finding(rank: int, message: str) -> Finding:
 
 def _iterations(plan: dict) -> list[int]:
     return [
-        op["iterations"] for g in plan["gpus"] for tb in g["threadblocks"] for op in tb["ops"] if op["op"] == "pipeline"
+        op["iterations"]
+        for g in plan["gpus"]
+        for tb in g["threadblocks"]
+        for op in tb["ops"]
+        if op["op"] == "pipeline" and "iterations" in op
     ]
 
 

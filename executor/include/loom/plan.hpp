@@ -92,7 +92,8 @@ struct Op {
   bool relaxed = false;
   DataSync dataSync = DataSync::kBoth;  // signal, wait, flush, sem_acquire, sem_release
   uint32_t barrierId = 0;
-  uint32_t iterations = 1;  // pipeline
+  uint32_t iterations = 1;  // pipeline of a fixed number of equal slices
+  uint32_t unitBytes = 0;   // pipeline sized in bytes (MSCCL++'s unit): slices of this many bytes; 0 if not
   std::vector<Op> body;     // pipeline
   std::optional<SourceLocation> location;
 };

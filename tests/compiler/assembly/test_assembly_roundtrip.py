@@ -83,12 +83,14 @@ def test_every_optional_field_round_trips() -> None:
         {"op": "wait", "channels": [0], "relaxed": True, "data_sync": "none", "loc": {"file": "a:b c.py", "line": 3}},
         {"op": "sem_release", "semaphores": [5, 4], "data_sync": "before"},
         {"op": "pipeline", "iterations": 3, "loc": {"file": "p.py", "line": 9}, "body": [{"op": "nop"}]},
+        {"op": "pipeline", "unit_bytes": 1048576, "body": [{"op": "nop"}]},
     ]
     text = disassemble(plan)
     assert 'plan "all fields: ünï"' in text
     assert "reuse_scratch true  root 1" in text
     assert '    wait ch0 relaxed data_sync=none  @ "a:b c.py":3\n' in text
     assert "    pipeline 3  @ p.py:9 {\n      nop\n    }\n" in text
+    assert "    pipeline unit 1048576 {\n      nop\n    }\n" in text
     assert "\\u2028" in text  # a line of the text stays one line
     assert assemble(text) == normalise_plan(plan)
 

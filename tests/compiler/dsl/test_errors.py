@@ -151,13 +151,23 @@ def test_rank_out_of_range() -> None:
     _expect("rank", "rank 2 is out of range: this program has ranks 0 to 1", body)
 
 
-def test_unit_sized_pipeline_is_refused() -> None:
+def test_a_pipeline_unit_must_be_a_multiple_of_16_bytes() -> None:
     def body():
         with _program():
-            with LoopIterationContext(unit=1 << 20, num_chunks=1):  # unit
+            with LoopIterationContext(unit=1000, num_chunks=1):  # unit
                 pass
 
-    _expect("unit", "write LoopIterationContext(iterations=N)", body)
+    _expect("unit", "unit must be a multiple of 16 bytes below 2**32, got 1000", body)
+
+
+def test_num_chunks_must_be_the_longest_range_of_a_unit_pipeline() -> None:
+    def body():
+        with _program():
+            with LoopIterationContext(unit=1 << 20, num_chunks=1):
+                rank = Rank(0)
+                rank.copy(rank.get_output_buffer()[0:2], rank.get_input_buffer()[0:2], tb=0)  # num_chunks
+
+    _expect("num_chunks", "LoopIterationContext(num_chunks=1) but the longest chunk range in its body has 2", body)
 
 
 def test_output_never_written() -> None:

@@ -240,7 +240,13 @@ def test_a_racy_plan_fails_verification():
         (lambda d: d["gpus"][0].update(extra=1), "gpus[0].extra: unknown field"),
         (
             lambda d: d["gpus"][0]["threadblocks"][0]["ops"].append({"name": "pipeline", "ops": []}),
-            'gpus[0].threadblocks[0].ops[3].name: "pipeline" cannot be imported: its iteration count follows',
+            "gpus[0].threadblocks[0].ops[3].iter_context: missing",
+        ),
+        (
+            lambda d: d["gpus"][0]["threadblocks"][0]["ops"].append(
+                {"name": "pipeline", "iter_context": {"unit_size": 1000, "num_chunks": 1}, "ops": []}
+            ),
+            "gpus[0].threadblocks[0].ops[3].iter_context.unit_size: a Loom pipeline slices in multiples of 16 bytes",
         ),
         (
             lambda d: d["gpus"][0]["channels"].append({"channel_type": "switch", "buff": "i", "rank_groups": []}),
@@ -383,3 +389,24 @@ def test_a_test_collective_plan_imports_with_buffers_of_no_chunks():
         gpu["remote_buffers"], gpu["threadblocks"][0]["remote_buffer_refs"] = [], []
     imported = json.loads(import_mscclpp_plan(plan))
     assert imported["collective"] == "test" and imported["gpus"][0]["output_chunks"] == 0
+
+
+def test_a_pipeline_imports_sized_in_bytes():
+    """MSCCL++'s pipeline (iter_context: unit_size bytes per iteration) becomes a Loom pipeline with
+    unit_bytes; the verifier runs it at several units."""
+    data = put_allgather()
+    for gpu in data["gpus"]:
+        ops = gpu["threadblocks"][0]["ops"]
+        ops[2:4] = [{"name": "pipeline", "iter_context": {"unit_size": 4096, "num_chunks": 1}, "ops": ops[2:4]}]
+    plan = json.loads(import_mscclpp_plan(data))
+    check_schema(plan, "imported")
+    assert verify(plan) == []
+    pipeline = plan["gpus"][0]["threadblocks"][0]["ops"][2]
+    assert pipeline["op"] == "pipeline" and pipeline["unit_bytes"] == 4096
+    assert [op["op"] for op in pipeline["body"]] == ["copy", "put"]
+    data["gpus"][0]["threadblocks"][0]["ops"][2]["iter_context"]["num_chunks"] = 2
+    with pytest.raises(InvalidArgumentError) as caught:
+        import_mscclpp_plan(data)
+    assert "ops[2].iter_context.num_chunks: 2 chunk(s), but the longest range in the pipeline's ops has 1" in str(
+        caught.value
+    )
