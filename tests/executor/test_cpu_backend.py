@@ -243,7 +243,7 @@ def _alltoall_through_scratch(unit: int | None, iterations: int | None = None) -
         scratch = {r: Buffer(r, world) for r in range(world)}
         channels = {(r, p): MemoryChannel(p, r) for r in range(world) for p in range(world) if p != r}
         handshakes = {(r, p): MemoryChannel(p, r) for r in range(world) for p in range(world) if p != r}
-        for (r, p), channel in handshakes.items():
+        for (_, p), channel in handshakes.items():
             channel.signal(tb=p, relaxed=True)
             channel.wait(tb=p, relaxed=True, data_sync=SyncType.after)
         with LoopIterationContext(unit=unit, iterations=iterations):

@@ -11,8 +11,11 @@ When an op touches a chunk in a conflicting way (read after write, write after r
   barriers, semaphores or earlier inserted syncs (tracked with vector clocks).
 
 A pipeline counts as one op at the top level; dependencies between ops of one pipeline body get
-their ``nop`` inside the body. Chunks reached through channels are the peers' business: ranks
-order those accesses with signal and wait.
+their ``nop`` inside the body. Two pipelines of different thread blocks that run in lockstep (the
+same slicing, the same ranges where they meet, and a semaphore released after the earlier one's
+conflicting ops and acquired before the later one's in every iteration) are already ordered slice
+by slice: they get no whole-pipeline semaphore, which would undo the pipelining. Chunks reached
+through channels are the peers' business: ranks order those accesses with signal and wait.
 """
 
 from __future__ import annotations
@@ -49,6 +52,76 @@ def _access(op: ir.Op, name: Callable[[str, int], Chunk] = _same) -> tuple[set[C
             writes |= w
         return reads, writes
     return _chunks(op.local_reads(), name), _chunks(op.local_writes(), name)
+
+
+def _touching(body: list[ir.Op], chunks: set[Chunk], name: Callable[[str, int], Chunk]) -> list[int]:
+    """Positions of the body's ops that read or write any of ``chunks``."""
+    return [i for i, op in enumerate(body) if chunks & set().union(*_access(op, name))]
+
+
+def _ranges(body: list[ir.Op], chunks: set[Chunk], name: Callable[[str, int], Chunk]) -> set[tuple[Chunk, ...]]:
+    """The local chunk ranges of the body that meet ``chunks``, each as its chunks' names in order."""
+    out = set()
+    for op in body:
+        for ref in op.local_reads() + op.local_writes():
+            names = tuple(name(ref.buffer, i) for i in range(ref.index, ref.stop))
+            if chunks & set(names):
+                out.add(names)
+    return out
+
+
+def _in_lockstep(
+    earlier: ir.Op,
+    later: ir.Op,
+    chunks: set[Chunk],
+    semaphore_uses: dict[int, list[ir.Op]],
+    name: Callable[[str, int], Chunk],
+) -> bool:
+    """Whether pipeline ``later`` touches ``chunks`` only after pipeline ``earlier`` did, slice by
+    slice: both cut their ranges alike (same iterations or unit, same longest range), meet on
+    identical ranges, and in every iteration ``earlier`` releases, after its ops on the chunks, a
+    semaphore that ``later`` acquires before its own, and that nothing else releases or acquires."""
+    if earlier.op != "pipeline" or later.op != "pipeline":
+        return False
+    if (earlier.iterations, earlier.unit_bytes) != (later.iterations, later.unit_bytes):
+        return False
+    longest = [max((r.count for op in p.body for r in op.refs()), default=0) for p in (earlier, later)]
+    if earlier.unit_bytes is not None and longest[0] != longest[1]:
+        return False
+    ranges = _ranges(earlier.body, chunks, name) | _ranges(later.body, chunks, name)
+    if len(ranges) != 1:
+        return False
+    last_touch = max(_touching(earlier.body, chunks, name))
+    first_touch = min(_touching(later.body, chunks, name))
+    released = {
+        s
+        for op in earlier.body[last_touch + 1 :]
+        if op.op == "sem_release" and op.data_sync != "none"
+        for s in op.semaphores
+    }
+    acquired = {s for op in later.body[:first_touch] if op.op == "sem_acquire" for s in op.semaphores}
+    return any(
+        semaphore_uses.get(s, []).count(earlier) == 1
+        and semaphore_uses[s].count(later) == 1
+        and len(semaphore_uses[s]) == 2
+        for s in released & acquired
+    )
+
+
+def _semaphore_uses(gpu: ir.Gpu) -> dict[int, list[ir.Op]]:
+    """semaphore id -> the top-level ops that release or acquire it (a pipeline for its body's),
+    once per op that does; semaphores with an initial value count as used by nobody else."""
+    uses: dict[int, list[ir.Op]] = defaultdict(list)
+    for tb in gpu.threadblocks:
+        for op in tb.ops:
+            for inner in op.body if op.op == "pipeline" else [op]:
+                if inner.op in ("sem_acquire", "sem_release"):
+                    for semaphore in inner.semaphores:
+                        uses[semaphore].append(op)
+    for semaphore in gpu.semaphores:
+        if semaphore.initial_value:
+            uses[semaphore.id].append(None)  # a count to start with: not a per-iteration handshake
+    return uses
 
 
 def _syncs_threads(op: ir.Op) -> bool:
@@ -99,6 +172,8 @@ def _sync_gpu(gpu: ir.Gpu, name: Callable[[str, int], Chunk]) -> None:
     barrier_arrivals: dict[int, list[tuple[int, int]]] = defaultdict(list)
     initial = {s.id: s.initial_value for s in gpu.semaphores}
     next_semaphore = max((s.id for s in gpu.semaphores), default=-1) + 1
+    semaphore_uses = _semaphore_uses(gpu)
+    op_at = {(tb, position): op for _, tb, position, op in entries}
 
     for _, tb, position, op in entries:
         if op.op == "sem_acquire":
@@ -110,17 +185,27 @@ def _sync_gpu(gpu: ir.Gpu, name: Callable[[str, int], Chunk]) -> None:
 
         reads, writes = _access(op, name)
         needs: dict[int, int] = {}
+        met: dict[tuple[int, int], set[Chunk]] = defaultdict(set)  # earlier op -> the chunks this op meets there
         for c in reads | writes:
             if c in last_write:
                 writer, at = last_write[c]
                 needs[writer] = max(needs.get(writer, -1), at)
+                met[(writer, at)].add(c)
         for c in writes:
             for reader, at in readers[c].items():
                 needs[reader] = max(needs.get(reader, -1), at)
+                met[(reader, at)].add(c)
 
         acquired = False
+        in_lockstep: list[tuple[int, int]] = []
         for other, at in sorted(needs.items()):
             if other == tb or clock[tb].get(other, -1) >= at:
+                continue
+            earlier_ops = [key for key in met if key[0] == other and clock[tb].get(other, -1) < key[1]]
+            if earlier_ops == [(other, at)] and _in_lockstep(
+                op_at[(other, at)], op, met[(other, at)], semaphore_uses, name
+            ):
+                in_lockstep.append((other, at))
                 continue
             semaphore = next_semaphore
             next_semaphore += 1
@@ -137,6 +222,9 @@ def _sync_gpu(gpu: ir.Gpu, name: Callable[[str, int], Chunk]) -> None:
             readers[c] = {}
         for c in reads:
             readers[c][tb] = position
+        for other, at in in_lockstep:  # ordered slice by slice, not as a whole: later writers still wait for it
+            for c in met[(other, at)]:
+                readers[c][other] = max(readers[c].get(other, -1), at)
         clock[tb][tb] = position
         if _syncs_threads(op):
             last_sync[tb] = position
