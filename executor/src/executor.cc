@@ -297,10 +297,12 @@ struct Executor::Impl {
       backend->synchronize();
     } catch (...) {
     }
+    // What the programs queued for the proxy is carried out before the memory it names is freed
+    // (the last signal of a call may still be queued when its kernel ends); an abort drops it.
+    if (proxy) proxy->stop(!aborted);
     plans.clear();
     planOrder.clear();
     staging.reset();
-    if (proxy) proxy->stop();
   }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -55,6 +56,7 @@ class Resolver {
           for (const Op& inner : op.body) emit(inner, Iteration{piece, whole.count, whole.unitBytes});
         }
       }
+      flushAtEnd();
     }
     out_.blockOps.push_back(uint32_t(out_.ops.size()));
     out_.barriers = uint32_t(barrierIndex_.size());
@@ -221,6 +223,33 @@ class Resolver {
     for (const Range& r : srcs) out_.operands.push_back(r.operand);
     for (const Range& r : dsts) out_.operands.push_back(r.operand);
     out_.ops.push_back(op);
+    // Which port channels have a put the proxy may not have carried out yet.
+    if (code == OpCode::kPortPut || code == OpCode::kFlush) {
+      for (const Range& r : code == OpCode::kPortPut ? dsts : srcs) {
+        if (code == OpCode::kPortPut && !(flags & device::kOpPortFlush)) {
+          unflushed_.insert(r.operand.channel);
+        } else {
+          unflushed_.erase(r.operand.channel);
+        }
+      }
+    }
+  }
+
+  // A call is over when its blocks end, and the caller may then reuse or free its buffers; a put
+  // the proxy has not carried out yet would still read them (the source of a TCP send or an RDMA
+  // write). So a block ends with a flush of every port channel it put on since that channel's
+  // last flush.
+  void flushAtEnd() {
+    if (unflushed_.empty()) return;
+    std::vector<Range> channels;
+    for (uint16_t channel : unflushed_) {
+      Range r;
+      r.operand.channel = channel;
+      channels.push_back(r);
+    }
+    opType_ = OpType::kFlush;
+    push(OpCode::kFlush, device::kOpSyncBefore | device::kOpSyncAfter | device::kOpReadsOnly, channels, {}, 0);
+    unflushed_.clear();
   }
 
   static uint8_t syncFlags(DataSync sync) {
@@ -392,6 +421,7 @@ class Resolver {
   std::unordered_map<uint32_t, uint32_t> semaphoreIndex_;
   std::map<uint32_t, uint32_t> barrierIndex_;
   std::unordered_map<uint32_t, uint32_t> waiter_;  // channel id -> the tb that waits on it
+  std::set<uint16_t> unflushed_;                    // port channels this block put on since their flush
   uint32_t tb_ = 0;
   uint32_t opIndex_ = 0;
   OpType opType_ = OpType::kNop;

@@ -22,6 +22,7 @@ struct ProxyService::Impl {
   std::deque<std::shared_ptr<HostSemaphore>> semaphores;
   std::optional<Error> error;
   std::atomic<bool> stopping{false};
+  std::atomic<bool> abandoning{false};  // stop without carrying out what is still queued
   std::atomic<uint64_t> done{0};
   std::thread thread;
 
@@ -50,9 +51,13 @@ void ProxyService::Impl::run() {
     pinThreadNearDevice(device);
   }
   uint32_t idle = 0;
-  while (!stopping.load(std::memory_order_relaxed)) {
+  // A stop carries out what the rank's programs queued before it (a put_with_signal late in a
+  // program whose kernel has ended: its peer still waits for the signal), unless it abandons them
+  // (an abort) or one of them fails.
+  while (!abandoning.load(std::memory_order_relaxed)) {
     std::optional<device::ProxyTrigger> trigger = fifo.poll();
     if (!trigger) {
+      if (stopping.load(std::memory_order_acquire)) break;
       // Spin while work is likely to follow (latency), then give the core away now and then.
       if (++idle > 4096) std::this_thread::yield();
       continue;
@@ -66,6 +71,7 @@ void ProxyService::Impl::run() {
         logWarning("proxy of rank " + std::to_string(communicator.rank()) + ": " + failure.what());
         error = failure;
       }
+      if (stopping.load(std::memory_order_acquire)) break;
     }
     fifo.pop();
     done.fetch_add(1, std::memory_order_relaxed);
@@ -101,6 +107,7 @@ void ProxyService::Impl::carryOut(const device::ProxyTrigger& trigger) {
   }
   if (trigger.flags() & device::kTriggerSignal) semaphore->signal();
   if (trigger.flags() & device::kTriggerFlush) connection.flush(flushTimeoutMs);
+  if (trigger.flags() == 0) connection.finishReads(flushTimeoutMs);
 }
 
 ProxyService::ProxyService(Communicator& communicator, uint64_t fifoSize)
@@ -155,12 +162,14 @@ device::PortChannelHandle ProxyService::portChannel(uint32_t semaphore, uint32_t
 void ProxyService::start() {
   if (impl_->thread.joinable()) return;
   impl_->stopping = false;
+  impl_->abandoning = false;
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
 }
 
-void ProxyService::stop() {
+void ProxyService::stop(bool finishQueued) {
   if (!impl_->thread.joinable()) return;
-  impl_->stopping = true;
+  impl_->abandoning = !finishQueued;
+  impl_->stopping.store(true, std::memory_order_release);
   impl_->thread.join();
 }
 

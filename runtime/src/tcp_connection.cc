@@ -320,6 +320,9 @@ class TcpConnection final : public Connection {
     });
   }
 
+  // Sends are synchronous: a write has copied its source into the socket before it returns.
+  void finishReads(int64_t) override {}
+
   void flush(int64_t timeoutMs) override {
     std::lock_guard lock(mutex_);
     const Deadline deadline(timeoutMs);

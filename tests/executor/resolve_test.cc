@@ -145,7 +145,8 @@ std::string describe(const ResolvedProgram& program, const device::Op& op) {
   static const std::pair<uint8_t, const char*> kFlags[] = {
       {device::kOpSyncBefore, "sync_before"}, {device::kOpSyncAfter, "sync_after"},
       {device::kOpRelaxed, "relaxed"},        {device::kOpReduces, "reduces"},
-      {device::kOpPortSignal, "port_signal"}, {device::kOpPortFlush, "port_flush"}};
+      {device::kOpPortSignal, "port_signal"}, {device::kOpPortFlush, "port_flush"},
+      {device::kOpReadsOnly, "reads_only"}};
   for (const auto& [flag, name] : kFlags) {
     if (op.flags & flag) text += std::string(" ") + name;
   }
@@ -609,6 +610,8 @@ TEST(ResolveTest, APutToMemoryAndPortPeersCopiesFirstThenTriggers) {
             (std::vector<std::string>{
                 "transfer bytes=488 (op 0): local:input+512 -> ch0:scratch+0",
                 "port_put sync_before bytes=488 (op 0): local:input+512 -> ch1:output+512",
+                // The block ends: its unflushed put must leave the input before the caller may reuse it.
+                "flush sync_before sync_after reads_only (op 0): ch1",
             }));
 }
 
@@ -623,6 +626,7 @@ TEST(ResolveTest, AReductionSentOverAPortChannelIsStagedInItsDst) {
             (std::vector<std::string>{
                 "transfer reduces bytes=512 (op 0): local:input+0, local:scratch+0 -> local:output+0",
                 "port_put sync_before bytes=512 (op 0): local:output+0 -> ch0:output+0",
+                "flush sync_before sync_after reads_only (op 0): ch0",
             }));
   // The proxy copies from this rank's memory, so without a dst the result has nowhere to wait.
   const Plan unstaged =
@@ -631,6 +635,24 @@ TEST(ResolveTest, AReductionSentOverAPortChannelIsStagedInItsDst) {
   expectError([&] { resolve(unstaged, 0, 1000); }, ErrorCategory::kInvalidPlan,
               "plan 'resolve_test', rank 0, tb 0, op 1 (reduce_send): a reduction sent over a port channel needs a "
               "local dst to stage its result");
+}
+
+// A block whose puts on a port channel are all flushed (by the put itself or a later flush) gets no
+// flush at its end; one that puts on two channels and flushes one gets a flush of the other.
+TEST(ResolveTest, ABlockEndsWithAFlushOfThePortChannelsItPutOnSinceTheirLastFlush) {
+  const std::string put0 = R"({"op": "put", "src": {"buffer": "input", "index": 0},
+      "dsts": [{"channel": 0, "buffer": "output", "index": 0}]})";
+  const std::string put1 = R"({"op": "put", "src": {"buffer": "input", "index": 1},
+      "dsts": [{"channel": 1, "buffer": "output", "index": 1}]})";
+  PlanText text = twoRanks(put0 + ", " + put1 + R"(, {"op": "flush", "channels": [0]})", "port");
+  text.ranks[0].channels = channel(0, "port", 1) + ", " + channel(1, "port", 1);
+  text.ranks[1].channels = channel(0, "port", 0) + ", " + channel(1, "port", 0);
+  std::vector<std::string> ops = describe(resolve(text.parse(), 0, 1000));
+  ASSERT_EQ(ops.size(), 4u);
+  EXPECT_EQ(ops[3], "flush sync_before sync_after reads_only (op 2): ch1");
+  text.ranks[0].threadblocks = threadblock(0, put0 + R"(, {"op": "flush", "channels": [0]})");
+  ops = describe(resolve(text.parse(), 0, 1000));
+  EXPECT_EQ(ops.size(), 2u);
 }
 
 TEST(ResolveTest, PacketsForAPortPeerArePackedIntoStagingThenSentAsWholeFlushedPackets) {

@@ -267,3 +267,26 @@ def test_a_pipeline_sized_in_bytes_runs_as_many_iterations_as_the_size_needs():
     assert [p.get("unit_bytes") for p in pipelines] == [64], pipelines
     _run_and_check(loom.Plan.parse(text), "int32", [48, 3 * 4100, 3 * 64 * 7])
     _run_and_check(loom.Plan.parse(_alltoall_through_scratch(unit=None, iterations=5)), "int32", [48, 3 * 4100])
+
+
+def test_a_signal_queued_as_a_rank_ends_its_last_call_still_reaches_the_peer():
+    """MSCCL++'s multi-node send/recv: each rank sends its input to the next over a port channel with
+    put_with_signal and waits for the previous one's. A rank's program can end while its proxy still
+    holds that put: tearing the executor down must carry it out, or the next rank waits forever
+    (before the fix, about one run in four of this shape timed out)."""
+    from loom.language import CollectiveProgram, PortChannel, Rank, SendRecv, SyncType
+
+    world = 4
+    program = CollectiveProgram("ring_send_recv", SendRecv(world, 1, False), world)
+    with program:
+        next_channels = {r: PortChannel((r + 1) % world, r) for r in range(world)}
+        prev_channels = {r: PortChannel((r - 1) % world, r) for r in range(world)}
+        for r in range(world):
+            prev_channels[r].signal(tb=0, data_sync=SyncType.none)
+            next_channels[r].wait(tb=0, data_sync=SyncType.after)
+            peer_output = Rank((r + 1) % world).get_output_buffer()
+            next_channels[r].put_with_signal(peer_output[:], Rank(r).get_input_buffer()[:], tb=0)
+            prev_channels[r].wait(tb=0, data_sync=SyncType.none)
+    plan = loom.Plan.parse(program.to_json())
+    for _ in range(6):
+        _run_and_check(plan, "int32", [1024])

@@ -38,6 +38,9 @@ class Connection {
   // Waits until every operation posted so far is complete at the peer; a Timeout error after
   // `timeoutMs` names the peer, the transport and what is still outstanding.
   virtual void flush(int64_t timeoutMs) = 0;
+  // Waits until no operation posted so far still reads this rank's memory (its source may be reused
+  // or freed); by default a flush, which implies it.
+  virtual void finishReads(int64_t timeoutMs) { flush(timeoutMs); }
 
  protected:
   Connection(int localRank, int remoteRank) : localRank_(localRank), remoteRank_(remoteRank) {}

@@ -5,7 +5,8 @@
 //
 // Set up memories and semaphores (addMemory, addSemaphore), make port channels from their ids,
 // start(); the thread sets the rank's CUDA device before its first CUDA call (so it creates no
-// context on GPU 0), pins itself to the CPUs near the GPU, and runs until stop() or destruction.
+// context on GPU 0), pins itself to the CPUs near the GPU, and runs until stop() or destruction,
+// carrying out what was queued before them.
 // A failed transfer is logged at once and kept: check() throws it.
 
 #include <cstdint>
@@ -37,7 +38,9 @@ class ProxyService {
                                         int channel = -1) const;
 
   void start();
-  void stop();
+  // Ends the thread once the triggers already queued are carried out (each bounded by its
+  // connection's timeouts; the first that fails ends it), or at once with finishQueued false.
+  void stop(bool finishQueued = true);
   bool running() const;
   // Throws the first error a trigger ran into, if any.
   void check() const;

@@ -173,7 +173,12 @@ LOOM_HOST_DEVICE void runWait(const BlockState& s, const Op& op) {
 
 LOOM_HOST_DEVICE void runFlush(const BlockState& s, const Op& op) {
   for (uint32_t i = s.thread; i < op.srcs; i += s.threads) {
-    s.program.channels[s.program.operands[op.first + i].channel].port.flush(int32_t(op.planOp));
+    PortChannelHandle& port = s.program.channels[s.program.operands[op.first + i].channel].port;
+    if (op.flags & kOpReadsOnly) {
+      port.finishReads(int32_t(op.planOp));
+    } else {
+      port.flush(int32_t(op.planOp));
+    }
   }
 }
 

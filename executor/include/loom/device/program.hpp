@@ -32,6 +32,7 @@ inline constexpr uint8_t kOpRelaxed = 4;     // signal/wait: no memory ordering,
 inline constexpr uint8_t kOpReduces = 8;      // kTransfer: combine the sources with the call's operator
 inline constexpr uint8_t kOpPortSignal = 16;  // kPortPut: signal after the data
 inline constexpr uint8_t kOpPortFlush = 32;   // kPortPut: and wait until the proxy is done
+inline constexpr uint8_t kOpReadsOnly = 64;   // kFlush: wait only until the proxy no longer reads this rank's memory
 
 // Sources and destinations of one transfer are gathered in registers; the resolver keeps ops
 // within this bound (a reduction over every peer of a 64-rank node, plus its local operands).

@@ -20,6 +20,8 @@ enum TriggerFlags : uint64_t {
   kTriggerData = 1,    // write `bytes` from the source memory to the destination memory
   kTriggerSignal = 2,  // then signal the semaphore
   kTriggerFlush = 4,   // then wait until everything of the connection is complete
+  // No flag: wait until the connection no longer reads this rank's memory (a TCP send has taken it,
+  // a copy or RDMA write has completed); what a call does before its caller may reuse its buffers.
 };
 
 struct ProxyTrigger {

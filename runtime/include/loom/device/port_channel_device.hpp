@@ -33,6 +33,8 @@ struct PortChannelHandle {
     fifo.sync(push(kTriggerData | kTriggerSignal | kTriggerFlush, dstOffset, srcOffset, bytes, op), op);
   }
   LOOM_HOST_DEVICE void flush(int32_t op = -1) { fifo.sync(push(kTriggerFlush, 0, 0, 0, op), op); }
+  // Waits until the proxy no longer reads this rank's memory for what was pushed before.
+  LOOM_HOST_DEVICE void finishReads(int32_t op = -1) { fifo.sync(push(0, 0, 0, 0, op), op); }
   LOOM_HOST_DEVICE void wait(int32_t op = -1) { semaphore.waitSignal(op); }
 };
 
