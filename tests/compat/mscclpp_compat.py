@@ -9,7 +9,8 @@ from a checkout of github.com/microsoft/mscclpp, e.g.
         test/executor-tests/algos | tar -x -C /tmp/mscclpp-src
 
 Every file that imports ``mscclpp.language`` is copied with ``mscclpp.language`` replaced by
-``loom.language`` (nothing else changes) and compiled with ``loom compile`` (which verifies the plan).
+``loom.language`` and a bare ``import mscclpp`` by ``import loom as mscclpp`` (nothing else changes: the
+imports are the port) and compiled with ``loom compile`` (which verifies the plan).
 A program's command line is what it needs: its defaults first; if that fails, a value for each argument
 of REQUIRED_VALUES its parser declares (``--num_gpus`` 8, ``--gpus_per_node`` 4, ``--name`` the file's
 stem, ...). Each
@@ -49,6 +50,7 @@ REQUIRED_VALUES = {
     "--min_message_size": "1024",  # some programs refuse smaller minimums for their instances
     "--max_message_size": "1048576",
     "--instances": "1",
+    "--tbg_size": "2",
 }
 
 
@@ -76,7 +78,8 @@ class Result:
 def port(source: Path, folder: Path) -> Path:
     """The program with its MSCCL++ imports pointed at Loom, written into ``folder``."""
     ported = folder / source.name
-    ported.write_text(source.read_text().replace("mscclpp.language", "loom.language"))
+    text = source.read_text().replace("mscclpp.language", "loom.language")
+    ported.write_text(re.sub(r"^import mscclpp$", "import loom as mscclpp", text, flags=re.MULTILINE))
     return ported
 
 
