@@ -12,6 +12,7 @@ from loom.ir import model as ir
 from loom.passes import (
     checks,
     dependencies,
+    fuse_dead_store,
     fuse_multi_channel,
     fuse_multi_dst,
     fuse_put_signal,
@@ -28,6 +29,7 @@ from loom.passes.recorded_program import RecordedProgram
 
 # Fusion passes in the order they run; each merges adjacent ops of one thread block.
 FUSION_PASSES: list = [
+    fuse_dead_store,  # first: the other rules then see only the ops whose results are used
     fuse_multi_dst,  # before the send fusions, so that a result sent to several peers goes in one op
     fuse_reduce_chain,  # before the send fusions, so that one send follows the whole reduction
     fuse_reduce_copy_packet,

@@ -59,6 +59,7 @@ def put(src: ir.ChunkRef, *dsts: ir.ChunkRef) -> ir.Op:
 
 def test_fusion_passes_are_registered_in_order() -> None:
     assert [p.__name__.rsplit(".", 1)[1] for p in FUSION_PASSES] == [
+        "fuse_dead_store",
         "fuse_multi_dst",
         "fuse_reduce_chain",
         "fuse_reduce_copy_packet",

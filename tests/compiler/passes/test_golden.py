@@ -99,6 +99,7 @@ def test_every_pass_has_positive_and_negative_cases() -> None:
     folders = sorted({case.parent.name for case in CASES})
     assert folders == sorted(
         [
+            "fuse_dead_store",
             "fuse_multi_channel",
             "fuse_multi_dst",
             "fuse_put_signal",
