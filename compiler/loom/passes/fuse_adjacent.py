@@ -11,7 +11,10 @@ every op since the previous thread sync before every op up to the next one, so i
 no such pair of ops conflicts (write/write, read/write or write/read of one chunk, the rank's own or
 a peer's through a channel), except the pair being fused where the second reads what the first
 wrote: the fused op does both in one pass over the data. When anything else still needs the nop,
-the two ops stay as they are.
+the two ops stay as they are, unless the nop may stay after the fused op instead: it then still orders
+the first op, and everything before the pair, against what follows; only the second op moves before
+it, so no op since the previous thread sync may conflict with the second (MSCCL++'s naive all-reduce:
+packet puts of other chunks, a reduction, a nop the later unpacks need, the put of its result).
 
 The fused op is built by the rule, normally as ``dataclasses.replace(first, ...)``, so it keeps the
 first op's ``loc`` (its DSL line), ``seq`` and ``auto``.
@@ -72,6 +75,8 @@ def _fuse_ops(gpu: ir.Gpu, ops: list[ir.Op], rule: Rule, pair_writes_fused: bool
         removable = second == position + 1 or _nops_removable(gpu, ops, position, second, pair_writes_fused)
         if fused is not None and removable:
             ops[position : second + 1] = [fused]
+        elif fused is not None and _nops_stay_after(gpu, ops, position, second, pair_writes_fused):
+            ops[position : second + 1] = [fused, *ops[position + 1 : second]]
         else:
             position += 1
     return ops
@@ -130,6 +135,26 @@ def _nops_removable(gpu: ir.Gpu, ops: list[ir.Op], first: int, second: int, pair
                 continue
             if writes_p & writes_q or reads_p & writes_q or (writes_p & reads_q and not fused_pair):
                 return False
+    return True
+
+
+def _nops_stay_after(gpu: ir.Gpu, ops: list[ir.Op], first: int, second: int, pair_writes_fused: bool) -> bool:
+    """Whether the auto nops between ops[first] and ops[second] may follow the fused op: the pair fuses
+    (as in _nops_removable) and no op since the previous thread sync conflicts with ops[second]."""
+    start = first
+    while start > 0 and not _syncs_threads(ops[start - 1]):
+        start -= 1
+    reads_q, writes_q = _access(gpu, ops[second])
+    reads_p, writes_p = _access(gpu, ops[first])
+    if pair_writes_fused:
+        if not _overlaps_aligned(gpu, ops[first], ops[second]):
+            return False
+    elif writes_p & writes_q or reads_p & writes_q:
+        return False
+    for op in ops[start:first]:
+        reads_p, writes_p = _access(gpu, op)
+        if writes_p & writes_q or reads_p & writes_q or writes_p & reads_q:
+            return False
     return True
 
 

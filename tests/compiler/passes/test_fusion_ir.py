@@ -117,11 +117,19 @@ def test_earlier_op_behind_another_sync_does_not_keep_the_nop() -> None:
     assert names(plan) == ["copy", "nop", "reduce_copy_packet"]
 
 
-def test_auto_nop_that_a_later_op_needs_keeps_the_pair_apart() -> None:
-    # The last copy reads what the reduce wrote; only the nop orders it after the reduce.
+def test_auto_nop_that_a_later_op_needs_stays_after_the_fused_pair() -> None:
+    # The last copy reads what the reduce wrote; only the nop orders it after the reduce: it stays.
     reader = ir.Op("copy", src=ref("output", 0), dst=ref("input", 3))
     plan = fuse_reduce_send.run(plan_of(reduce(), nop(), put(ref("output", 0), ref("output", 0, MEMORY)), reader))
-    assert names(plan) == ["reduce", "nop", "put", "copy"]
+    assert names(plan) == ["reduce_send", "nop", "copy"]
+
+
+def test_auto_nop_an_earlier_op_needs_before_the_second_keeps_the_pair_apart() -> None:
+    # The first copy writes the peer's output 0, which the put also writes: the put must stay after the nop.
+    writer = ir.Op("copy", src=ref("input", 1), dst=ref("output", 0, MEMORY))
+    put_ = put(ref("output", 0), ref("output", 0, MEMORY))
+    plan = fuse_reduce_send.run(plan_of(writer, reduce(), nop(), put_))
+    assert names(plan) == ["copy", "reduce", "nop", "put"]
 
 
 def test_later_op_behind_another_sync_does_not_keep_the_nop() -> None:
