@@ -10,6 +10,10 @@ When an op touches a chunk in a conflicting way (read after write, write after r
   before the later one, unless the later block is already ordered after the earlier op through
   barriers, semaphores or earlier inserted syncs (tracked with vector clocks).
 
+A read of LL packets that the only write of them so far in the call stored as packets needs
+nothing: the reader polls each packet's flag, so it waits for that write itself (MSCCL++ orders
+packet hand-overs between thread blocks this way). Writes after such reads are still ordered.
+
 A pipeline counts as one op at the top level; dependencies between ops of one pipeline body get
 their ``nop`` inside the body. Two pipelines of different thread blocks that run in lockstep (the
 same slicing, the same ranges where they meet, and a semaphore released after the earlier one's
@@ -25,6 +29,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 
 from loom.ir import model as ir
+from loom.ir.effects import DATA_OPS
 from loom.ir.shapes import inplace_alias
 
 _THREAD_SYNC_OPS = {"nop", "barrier", "signal", "wait", "flush", "sem_acquire", "sem_release"}
@@ -52,6 +57,28 @@ def _access(op: ir.Op, name: Callable[[str, int], Chunk] = _same) -> tuple[set[C
             writes |= w
         return reads, writes
     return _chunks(op.local_reads(), name), _chunks(op.local_writes(), name)
+
+
+def _packet_access(op: ir.Op, name: Callable[[str, int], Chunk]) -> tuple[set[Chunk], set[Chunk]]:
+    """(reads, writes) of the rank's own chunks that the op reads or writes as LL packets."""
+    if op.op == "pipeline":
+        reads: set[Chunk] = set()
+        writes: set[Chunk] = set()
+        for inner in op.body:
+            r, w = _packet_access(inner, name)
+            reads |= r
+            writes |= w
+        return reads, writes
+    if op.op not in DATA_OPS:
+        return set(), set()
+    read_fields, write_fields, _ = DATA_OPS[op.op]
+
+    def local(fields: tuple) -> list[ir.ChunkRef]:
+        refs = [getattr(op, f) for f, packet in fields if packet]
+        flat = [r for ref in refs for r in (ref if isinstance(ref, list) else [ref]) if r is not None]
+        return [ref for ref in flat if not ref.is_remote]
+
+    return _chunks(local(read_fields), name), _chunks(local(write_fields), name)
 
 
 def _touching(body: list[ir.Op], chunks: set[Chunk], name: Callable[[str, int], Chunk]) -> list[int]:
@@ -174,6 +201,8 @@ def _sync_gpu(gpu: ir.Gpu, name: Callable[[str, int], Chunk]) -> None:
     next_semaphore = max((s.id for s in gpu.semaphores), default=-1) + 1
     semaphore_uses = _semaphore_uses(gpu)
     op_at = {(tb, position): op for _, tb, position, op in entries}
+    writes_so_far: dict[Chunk, int] = defaultdict(int)
+    written_as_packets: set[Chunk] = set()  # chunks whose only write so far stored packets
 
     for _, tb, position, op in entries:
         if op.op == "sem_acquire":
@@ -184,9 +213,12 @@ def _sync_gpu(gpu: ir.Gpu, name: Callable[[str, int], Chunk]) -> None:
                     _merge(clock[tb], released[semaphore].popleft())
 
         reads, writes = _access(op, name)
+        packet_reads, packet_writes = _packet_access(op, name)
         needs: dict[int, int] = {}
         met: dict[tuple[int, int], set[Chunk]] = defaultdict(set)  # earlier op -> the chunks this op meets there
         for c in reads | writes:
+            if c in packet_reads and c not in writes and c in written_as_packets:
+                continue  # the read polls the packets' flags: it waits for their one write itself
             if c in last_write:
                 writer, at = last_write[c]
                 needs[writer] = max(needs.get(writer, -1), at)
@@ -220,6 +252,11 @@ def _sync_gpu(gpu: ir.Gpu, name: Callable[[str, int], Chunk]) -> None:
         for c in writes:
             last_write[c] = (tb, position)
             readers[c] = {}
+            writes_so_far[c] += 1
+            if writes_so_far[c] == 1 and c in packet_writes:
+                written_as_packets.add(c)
+            else:
+                written_as_packets.discard(c)
         for c in reads:
             readers[c][tb] = position
         for other, at in in_lockstep:  # ordered slice by slice, not as a whole: later writers still wait for it

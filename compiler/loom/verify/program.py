@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from loom.errors import PlanError
+from loom.ir.effects import DATA_OPS
 from loom.ir.shapes import buffer_slots, inplace_alias
-from loom.verify.effects import DATA_OPS
 from loom.verify.report import Finding, FindingLog, finding_at, loc_text, op_text
 
 

@@ -1,4 +1,5 @@
-"""What each data op reads and writes, as the verifier sees it (docs/plan-format.md, "Operations").
+"""What each data op reads and writes (docs/plan-format.md, "Operations"): the verifier runs ops by it,
+and the dependency pass tells packet reads from plain ones with it.
 
 Per op: the operand fields it reads, the fields it writes, and whether it reduces its sources.
 A field is ``(name, as packets)``: a packet read polls until the packets of the current call are
