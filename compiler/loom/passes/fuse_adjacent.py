@@ -26,6 +26,7 @@ import dataclasses
 from collections.abc import Callable
 
 from loom.ir import model as ir
+from loom.ir.shapes import inplace_alias
 
 # rule(gpu, first, second): the fused op, or None when the two do not fuse.
 Rule = Callable[[ir.Gpu, ir.Op, ir.Op], "ir.Op | None"]
@@ -34,6 +35,8 @@ Rule = Callable[[ir.Gpu, ir.Op, ir.Op], "ir.Op | None"]
 _THREAD_SYNC_OPS = frozenset({"nop", "barrier", "signal", "wait", "flush", "sem_acquire", "sem_release"})
 
 Chunk = tuple[object, str, int]
+# A chunk range's chunks in order, each under its one name (an in-place plan's input and output alias).
+Names = Callable[[ir.ChunkRef], list[Chunk]]
 
 
 def fuse_adjacent(plan: ir.Plan, rule: Rule, pair_writes_fused: bool = False) -> ir.Plan:
@@ -46,9 +49,30 @@ def fuse_adjacent(plan: ir.Plan, rule: Rule, pair_writes_fused: bool = False) ->
     read-reduce that sends its result back over the chunks it read). Shifted overlaps keep the nop.
     """
     for gpu in plan.gpus:
+        names = _namer(plan, gpu)
         for tb in gpu.threadblocks:
-            tb.ops = _fuse_ops(gpu, tb.ops, rule, pair_writes_fused)
+            tb.ops = _fuse_ops(gpu, names, tb.ops, rule, pair_writes_fused)
     return plan
+
+
+def _namer(plan: ir.Plan, gpu: ir.Gpu) -> Names:
+    """Each chunk as (whose buffer, buffer, index): the rank's own (under its in-place name) or a peer's."""
+
+    def names(ref: ir.ChunkRef) -> list[Chunk]:
+        if not ref.is_remote:
+            if plan.inplace:
+                alias = [
+                    inplace_alias(plan.collective, gpu.id, gpu.input_chunks, gpu.output_chunks, ref.buffer, i)
+                    for i in range(ref.index, ref.stop)
+                ]
+                return [("own", buffer, index) for buffer, index in alias]
+            return [("own", ref.buffer, i) for i in range(ref.index, ref.stop)]
+        channel = gpu.channel(ref.channel)
+        # Two channels to one peer reach the same buffers; a switch channel's group is its own.
+        owner: object = channel.peer if channel is not None and channel.type != "switch" else f"channel {ref.channel}"
+        return [(owner, ref.buffer, i) for i in range(ref.index, ref.stop)]
+
+    return names
 
 
 def channel_type(gpu: ir.Gpu, ref_or_id: ir.ChunkRef | int) -> str | None:
@@ -58,9 +82,11 @@ def channel_type(gpu: ir.Gpu, ref_or_id: ir.ChunkRef | int) -> str | None:
     return channel.type if channel is not None else None
 
 
-def _fuse_ops(gpu: ir.Gpu, ops: list[ir.Op], rule: Rule, pair_writes_fused: bool) -> list[ir.Op]:
+def _fuse_ops(gpu: ir.Gpu, names: Names, ops: list[ir.Op], rule: Rule, pair_writes_fused: bool) -> list[ir.Op]:
     ops = [
-        dataclasses.replace(op, body=_fuse_ops(gpu, op.body, rule, pair_writes_fused)) if op.op == "pipeline" else op
+        dataclasses.replace(op, body=_fuse_ops(gpu, names, op.body, rule, pair_writes_fused))
+        if op.op == "pipeline"
+        else op
         for op in ops
     ]
     position = 0
@@ -72,10 +98,10 @@ def _fuse_ops(gpu: ir.Gpu, ops: list[ir.Op], rule: Rule, pair_writes_fused: bool
         fused = None
         if second < len(ops) and "pipeline" not in (first.op, ops[second].op):
             fused = rule(gpu, first, ops[second])
-        removable = second == position + 1 or _nops_removable(gpu, ops, position, second, pair_writes_fused)
+        removable = second == position + 1 or _nops_removable(names, ops, position, second, pair_writes_fused)
         if fused is not None and removable:
             ops[position : second + 1] = [fused]
-        elif fused is not None and _nops_stay_after(gpu, ops, position, second, pair_writes_fused):
+        elif fused is not None and _nops_stay_after(names, ops, position, second, pair_writes_fused):
             ops[position : second + 1] = [fused, *ops[position + 1 : second]]
         else:
             position += 1
@@ -90,33 +116,18 @@ def _syncs_threads(op: ir.Op) -> bool:
     return op.op in _THREAD_SYNC_OPS and op.data_sync != "none"
 
 
-def _chunks(gpu: ir.Gpu, refs: list[ir.ChunkRef]) -> set[Chunk]:
-    """The chunks refs name, each as (whose buffer, buffer, index): the rank's own or a peer's."""
-    out: set[Chunk] = set()
-    for ref in refs:
-        channel = gpu.channel(ref.channel) if ref.is_remote else None
-        if not ref.is_remote:
-            owner: object = "own"
-        elif channel is not None and channel.type != "switch":
-            owner = channel.peer  # two channels to one peer reach the same buffers
-        else:
-            owner = f"channel {ref.channel}"
-        out.update((owner, ref.buffer, i) for i in range(ref.index, ref.stop))
-    return out
-
-
-def _access(gpu: ir.Gpu, op: ir.Op) -> tuple[set[Chunk], set[Chunk]]:
+def _access(names: Names, op: ir.Op) -> tuple[set[Chunk], set[Chunk]]:
     """(reads, writes) of the op, pipeline bodies included, peers' chunks too."""
-    reads = _chunks(gpu, ([op.src] if op.src else []) + op.srcs)
-    writes = _chunks(gpu, [ref for ref in (op.dst, op.packet_dst) if ref] + op.dsts)
+    reads = {c for ref in ([op.src] if op.src else []) + op.srcs for c in names(ref)}
+    writes = {c for ref in [r for r in (op.dst, op.packet_dst) if r] + op.dsts for c in names(ref)}
     for inner in op.body:
-        inner_reads, inner_writes = _access(gpu, inner)
+        inner_reads, inner_writes = _access(names, inner)
         reads |= inner_reads
         writes |= inner_writes
     return reads, writes
 
 
-def _nops_removable(gpu: ir.Gpu, ops: list[ir.Op], first: int, second: int, pair_writes_fused: bool) -> bool:
+def _nops_removable(names: Names, ops: list[ir.Op], first: int, second: int, pair_writes_fused: bool) -> bool:
     """Whether the auto nops between ops[first] and ops[second] order nothing but the fused pair's data flow."""
     start = first
     while start > 0 and not _syncs_threads(ops[start - 1]):
@@ -124,13 +135,13 @@ def _nops_removable(gpu: ir.Gpu, ops: list[ir.Op], first: int, second: int, pair
     stop = second + 1
     while stop < len(ops) and not _syncs_threads(ops[stop]):
         stop += 1
-    earlier = [_access(gpu, op) for op in ops[start : first + 1]]
-    later = [_access(gpu, op) for op in ops[second:stop]]
+    earlier = [_access(names, op) for op in ops[start : first + 1]]
+    later = [_access(names, op) for op in ops[second:stop]]
     for p, (reads_p, writes_p) in enumerate(earlier):
         for q, (reads_q, writes_q) in enumerate(later):
             fused_pair = p == len(earlier) - 1 and q == 0
             if fused_pair and pair_writes_fused:
-                if not _overlaps_aligned(gpu, ops[first], ops[second]):
+                if not _overlaps_aligned(names, ops[first], ops[second]):
                     return False
                 continue
             if writes_p & writes_q or reads_p & writes_q or (writes_p & reads_q and not fused_pair):
@@ -138,39 +149,34 @@ def _nops_removable(gpu: ir.Gpu, ops: list[ir.Op], first: int, second: int, pair
     return True
 
 
-def _nops_stay_after(gpu: ir.Gpu, ops: list[ir.Op], first: int, second: int, pair_writes_fused: bool) -> bool:
+def _nops_stay_after(names: Names, ops: list[ir.Op], first: int, second: int, pair_writes_fused: bool) -> bool:
     """Whether the auto nops between ops[first] and ops[second] may follow the fused op: the pair fuses
     (as in _nops_removable) and no op since the previous thread sync conflicts with ops[second]."""
     start = first
     while start > 0 and not _syncs_threads(ops[start - 1]):
         start -= 1
-    reads_q, writes_q = _access(gpu, ops[second])
-    reads_p, writes_p = _access(gpu, ops[first])
+    reads_q, writes_q = _access(names, ops[second])
+    reads_p, writes_p = _access(names, ops[first])
     if pair_writes_fused:
-        if not _overlaps_aligned(gpu, ops[first], ops[second]):
+        if not _overlaps_aligned(names, ops[first], ops[second]):
             return False
     elif writes_p & writes_q or reads_p & writes_q:
         return False
     for op in ops[start:first]:
-        reads_p, writes_p = _access(gpu, op)
+        reads_p, writes_p = _access(names, op)
         if writes_p & writes_q or reads_p & writes_q or writes_p & reads_q:
             return False
     return True
 
 
-def _ranges(gpu: ir.Gpu, refs: list[ir.ChunkRef]) -> list[tuple[object, str, int, int]]:
-    """(whose buffer, buffer, start, stop) of each ref, owners named as in _chunks."""
-    return [(min(_chunks(gpu, [ref]))[0], ref.buffer, ref.index, ref.stop) for ref in refs]
-
-
-def _overlaps_aligned(gpu: ir.Gpu, first: ir.Op, second: ir.Op) -> bool:
+def _overlaps_aligned(names: Names, first: ir.Op, second: ir.Op) -> bool:
     """Whether every range the second op writes that overlaps one the first reads or writes is that
     same range (element i of one is element i of the other)."""
-    earlier = _ranges(gpu, ([first.src] if first.src else []) + first.srcs)
-    earlier += _ranges(gpu, [ref for ref in (first.dst, first.packet_dst) if ref] + first.dsts)
-    written = _ranges(gpu, [ref for ref in (second.dst, second.packet_dst) if ref] + second.dsts)
+    earlier = [names(ref) for ref in ([first.src] if first.src else []) + first.srcs]
+    earlier += [names(ref) for ref in [r for r in (first.dst, first.packet_dst) if r] + first.dsts]
+    written = [names(ref) for ref in [r for r in (second.dst, second.packet_dst) if r] + second.dsts]
     for a in earlier:
         for b in written:
-            if a[:2] == b[:2] and a[2] < b[3] and b[2] < a[3] and a != b:
+            if set(a) & set(b) and a != b:
                 return False
     return True

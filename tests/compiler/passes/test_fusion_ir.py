@@ -237,3 +237,18 @@ def test_all_fusion_passes_together_fold_a_send_to_two_peers() -> None:
     assert fused.op == "reduce_copy_send_packet"
     assert fused.packet_dst == ref("scratch", 1)
     assert fused.dsts == [ref("scratch", 2, MEMORY), ref("scratch", 2, MEMORY2)]
+
+
+def test_a_nop_ordering_a_write_and_a_read_of_one_chunk_under_its_two_in_place_names_stays() -> None:
+    # In place, input[2] and output[2] of an all-reduce are one chunk: the copy into output[2] before
+    # the pair and the copy out of input[2] after it conflict, and only the nop orders them.
+    writer = ir.Op("copy", src=ref("scratch", 1), dst=ref("output", 2))
+    reader = ir.Op("copy", src=ref("input", 2), dst=ref("scratch", 3))
+    plan = plan_of(writer, reduce(), nop(), put(ref("output", 0), ref("output", 0, MEMORY)), reader)
+    plan.inplace = True
+    plan = fuse_reduce_send.run(plan)
+    # The nop stays after the fused pair (still between the writer and the reader).
+    assert names(plan) == ["copy", "reduce_send", "nop", "copy"]
+    plan = plan_of(writer, reduce(), nop(), put(ref("output", 0), ref("output", 0, MEMORY)), reader)
+    plan = fuse_reduce_send.run(plan)  # out of place the two are different chunks: the nop goes
+    assert names(plan) == ["copy", "reduce_send", "copy"]
