@@ -169,7 +169,9 @@ def _compare_with_mscclpp(result: Result, mscclpp: str, timeout: float) -> None:
     except Exception as error:  # noqa: BLE001 - any refusal is a row of the report
         result.imported = f"{type(error).__name__}: {str(error).splitlines()[0]}"[:300]
         return
-    if plan["collective"] != "test":  # a test plan has no collective to run
+    if any(c["type"] == "switch" for g in json.loads(imported)["gpus"] for c in g["channels"]):
+        result.same_run = "not run: switch channels (NVLS) are not run by the executor"
+    elif plan["collective"] != "test":  # a test plan has no collective to run
         result.same_run = compare_runs(result.loom_plan, imported)
 
 

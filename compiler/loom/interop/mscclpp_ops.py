@@ -57,13 +57,13 @@ OP_NAMES = {
     "respkt": "reduce_send_packet",
     "recpkt": "reduce_copy_packet",
     "recspkt": "reduce_copy_send_packet",
+    "glre": "multimem_reduce",
+    "glres": "multimem_reduce",  # then multimem_broadcast of the result
+    "gstore": "multimem_broadcast",
 }
 # Ops MSCCL++ has and Loom cannot express; the reason goes into the error and docs/import.md.
 REFUSED = {
-    "glres": "NVLS multicast load-reduce-store into the multicast buffer has no single Loom op, and "
-    "the importer does not translate switch channels",
-    "gstore": "the importer does not translate switch channels (NVLS)",
-    "gstorepkt": "the importer does not translate switch channels (NVLS), and Loom has no packet multicast",
+    "gstorepkt": "Loom has no packet multicast (plan vocabulary: multicast ops move plain data)",
 }
 PACKET_OPS = frozenset(name for name, loom in OP_NAMES.items() if loom.endswith("_packet"))
 _OP_KEYS = frozenset(
@@ -95,6 +95,8 @@ class RankTables:
     remote_buffers: list[tuple[int, str, tuple[str, ...]]]
     # barrier id -> ids of the thread blocks of this rank that take part in it
     barriers: dict[int, list[int]] = field(default_factory=dict)
+    # the rank's switch channels in MSCCL++ order: (Loom channel id, group ranks, bound buffer)
+    switches: list[tuple[int, list[int], str]] = field(default_factory=list)
 
 
 @dataclass
@@ -307,6 +309,49 @@ def _semaphore(op: _Op, loom: str, name: str) -> list[dict]:
     return [{"op": loom, "semaphores": ids}]
 
 
+def switch_ref(op: _Op, key: str, position: int) -> dict:
+    """A ``{switch_channel_id, index, size}`` reference: the range on every member of the switch
+    channel's group (``switch_channel_id`` indexes the thread block's switch channels)."""
+    path = f"{op.path}.{key}[{position}]"
+    ref = obj(op.buffers(key)[position], path)
+    only_keys(ref, frozenset({"switch_channel_id", "index", "size"}), path)
+    if "switch_channel_id" not in ref:
+        raise fail(path, "expected a switch buffer reference {switch_channel_id, index, size} here")
+    listed = op.block.channels.get("switch", [])
+    index = integer(ref["switch_channel_id"], f"{path}.switch_channel_id")
+    if index >= len(listed):
+        raise fail(
+            f"{path}.switch_channel_id",
+            f"{index} is out of range: thread block {op.block.tb} lists {len(listed)} switch channel(s)",
+        )
+    channel, _, buffer = op.rank.switches[listed[index]]
+    return {"channel": channel, "buffer": buffer, **_range(op, ref, path)}
+
+
+def _multimem(op: _Op, loom: str, name: str) -> list[dict]:
+    """NVLS: ``glre`` reduces a range over the group into a local range; ``gstore`` writes a local range
+    to every member; ``glres`` does both in place (reduce over the group, store the result to every
+    member), which Loom writes as a multimem_reduce into this rank's own copy of the range, then a
+    multimem_broadcast of it (the verifier then checks the split like any plan)."""
+    _count(op, "src_buff", 1, 1)
+    _count(op, "dst_buff", 1, 1)
+    if name == "gstore":
+        return [
+            {"op": "multimem_broadcast", "src": local_ref(op, "src_buff", 0), "dsts": [switch_ref(op, "dst_buff", 0)]}
+        ]
+    source = switch_ref(op, "src_buff", 0)
+    if name == "glre":
+        return [
+            {"op": "multimem_reduce", "reduce_op": _reduce_op(op), "src": source, "dst": local_ref(op, "dst_buff", 0)}
+        ]
+    target = switch_ref(op, "dst_buff", 0)
+    own = {key: target[key] for key in ("buffer", "index", "count") if key in target}
+    return [
+        {"op": "multimem_reduce", "reduce_op": _reduce_op(op), "src": source, "dst": own},
+        {"op": "multimem_broadcast", "src": own, "dsts": [target]},
+    ]
+
+
 def _copy(op: _Op, loom: str, name: str) -> list[dict]:
     _count(op, "src_buff", 1, 1)
     _count(op, "dst_buff", 1, 1)
@@ -427,6 +472,8 @@ def _listed(value: Any) -> list:
 
 
 _CONVERTERS = {
+    "multimem_reduce": _multimem,
+    "multimem_broadcast": _multimem,
     "nop": _nop,
     "barrier": _barrier,
     "signal": _sync,

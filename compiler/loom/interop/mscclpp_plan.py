@@ -200,16 +200,45 @@ def _rank_order(gpus: list) -> dict[int, int]:
 
 
 def _channel_entry(entry: object, where: str, list_key: str) -> tuple[dict, str]:
-    """A rank's or thread block's channel entry (``channel_type`` and ``list_key``) and its type, which
-    must be memory or port."""
+    """A rank's or thread block's channel entry (``channel_type`` and ``list_key``) and its type:
+    memory, port or switch (a rank's switch entries have fields of their own, see _switch_channels)."""
     entry = obj(entry, where)
     kind = string(get(entry, "channel_type", where), f"{where}.channel_type")
-    if kind == "switch":
-        raise fail(f"{where}.channel_type", '"switch" (NVLS) channels are not imported (see docs/import.md)')
-    if kind not in CHANNEL_TYPES:
-        raise fail(f"{where}.channel_type", f'{shown(kind)} is not one of "memory", "port"')
-    only_keys(entry, frozenset({"channel_type", list_key}), where)
+    if kind not in (*CHANNEL_TYPES, "switch"):
+        raise fail(f"{where}.channel_type", f'{shown(kind)} is not one of "memory", "port", "switch"')
+    if kind != "switch":
+        only_keys(entry, frozenset({"channel_type", list_key}), where)
+    elif list_key == "channel_ids":  # a block's switch entry may repeat the bound buffer
+        only_keys(entry, frozenset({"channel_type", list_key, "buff", "buffer_type"}), where)
     return entry, kind
+
+
+def _switch_channels(gpu: dict, path: str, rank: int, world: int, first_id: int) -> list[tuple[int, list[int], str]]:
+    """The rank's switch (NVLS multicast) channels in MSCCL++'s order: (Loom channel id, the ranks of
+    its group, the buffer it is bound to). Each entry names one group, which must hold this rank."""
+    out: list[tuple[int, list[int], str]] = []
+    for i, entry in enumerate(array(gpu.get("channels", []), f"{path}.channels")):
+        where = f"{path}.channels[{i}]"
+        entry, kind = _channel_entry(entry, where, "connected_to")
+        if kind != "switch":
+            continue
+        # Older MSCCL++ plans (test/execution-files) name the bound buffer "buff".
+        key = "buff" if "buff" in entry else "buffer_type"
+        only_keys(entry, frozenset({"channel_type", key, "rank_groups"}), where)
+        buffer = BUFFERS[string(get(entry, key, where), f"{where}.{key}", BUFFERS)]
+        for j, group in enumerate(array(get(entry, "rank_groups", where), f"{where}.rank_groups", True)):
+            at = f"{where}.rank_groups[{j}]"
+            only_keys(obj(group, at), frozenset({"size", "ranks"}), at)
+            ranks = [
+                integer(r, f"{at}.ranks[{k}]", 0, world - 1)
+                for k, r in enumerate(array(get(group, "ranks", at), f"{at}.ranks", True))
+            ]
+            if integer(get(group, "size", at), f"{at}.size") != len(ranks) or len(set(ranks)) != len(ranks):
+                raise fail(at, f"size {group.get('size')} does not match its {len(ranks)} distinct ranks")
+            if rank not in ranks:
+                raise fail(f"{at}.ranks", f"the group of rank {rank}'s switch channel does not hold rank {rank}")
+            out.append((first_id + len(out), sorted(ranks), buffer))
+    return out
 
 
 def _channels(gpu: dict, path: str, rank: int, world: int) -> dict[str, list[tuple[int, int]]]:
@@ -219,6 +248,8 @@ def _channels(gpu: dict, path: str, rank: int, world: int) -> dict[str, list[tup
     for i, entry in enumerate(array(gpu.get("channels", []), f"{path}.channels")):
         where = f"{path}.channels[{i}]"
         entry, kind = _channel_entry(entry, where, "connected_to")
+        if kind == "switch":
+            continue  # _switch_channels
         for j, peer in enumerate(array(get(entry, "connected_to", where), f"{where}.connected_to")):
             peer = integer(peer, f"{where}.connected_to[{j}]", 0, world - 1)
             if peer == rank:
@@ -274,7 +305,9 @@ def _rank(
 ) -> dict:
     only_keys(gpu, _GPU_KEYS, path)
     inputs, outputs, scratch = _chunk_counts(gpu, path, collective, world, refine)
-    tables = RankTables(rank, protocol, refine, channels, _remote_buffers(gpu, path, rank, world))
+    first_switch = 1 + max((cid for listed in channels.values() for cid, _ in listed), default=-1)
+    switches = _switch_channels(gpu, path, rank, world, first_switch)
+    tables = RankTables(rank, protocol, refine, channels, _remote_buffers(gpu, path, rank, world), switches=switches)
     blocks = array(get(gpu, "threadblocks", path), f"{path}.threadblocks")
     for i, block in enumerate(blocks):
         only_keys(obj(block, f"{path}.threadblocks[{i}]"), _TB_KEYS, f"{path}.threadblocks[{i}]")
@@ -289,7 +322,9 @@ def _rank(
                 f"{where}.id", f"thread block {tb} is listed twice on rank {rank} (also threadblocks[{seen[tb]}])"
             )
         seen[tb] = i
-        tables_tb = BlockTables(tb, _block_channels(block, where, channels), _block_buffers(block, where, tables))
+        tables_tb = BlockTables(
+            tb, _block_channels(block, where, channels, len(switches)), _block_buffers(block, where, tables)
+        )
         ops: list[dict] = []
         for j, op in enumerate(array(get(block, "ops", where), f"{where}.ops")):
             ops.extend(convert_op(op, f"{where}.ops[{j}]", tables, tables_tb))
@@ -301,12 +336,14 @@ def _rank(
         initial = integer(get(entry, "init_value", where), f"{where}.init_value", 0, 2**32 - 1)
         semaphores.append({"id": i, "initial_value": initial})
     ids = sorted((cid, kind, peer) for kind, listed in channels.items() for cid, peer in listed)
+    declared = [{"id": cid, "type": kind, "peer": peer} for cid, kind, peer in ids]
+    declared += [{"id": cid, "type": "switch", "ranks": ranks, "buffer": buffer} for cid, ranks, buffer in switches]
     return {
         "id": rank,
         "input_chunks": inputs,
         "output_chunks": outputs,
         "scratch_chunks": scratch,
-        "channels": [{"id": cid, "type": kind, "peer": peer} for cid, kind, peer in ids],
+        "channels": declared,
         "semaphores": semaphores,
         "threadblocks": threadblocks,
     }
@@ -330,17 +367,20 @@ def _remote_buffers(gpu: dict, path: str, rank: int, world: int) -> list[tuple[i
     return out
 
 
-def _block_channels(block: dict, path: str, channels: dict[str, list[tuple[int, int]]]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {kind: [] for kind in CHANNEL_TYPES}
+def _block_channels(
+    block: dict, path: str, channels: dict[str, list[tuple[int, int]]], switches: int
+) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {kind: [] for kind in (*CHANNEL_TYPES, "switch")}
     for i, entry in enumerate(array(block.get("channels", []), f"{path}.channels")):
         where = f"{path}.channels[{i}]"
         entry, kind = _channel_entry(entry, where, "channel_ids")
+        declared = switches if kind == "switch" else len(channels[kind])
         for j, index in enumerate(array(get(entry, "channel_ids", where), f"{where}.channel_ids")):
             index = integer(index, f"{where}.channel_ids[{j}]")
-            if index >= len(channels[kind]):
+            if index >= declared:
                 raise fail(
                     f"{where}.channel_ids[{j}]",
-                    f"{index} is out of range: the rank declares {len(channels[kind])} {kind} channel(s)",
+                    f"{index} is out of range: the rank declares {declared} {kind} channel(s)",
                 )
             out[kind].append(index)
     return out

@@ -250,7 +250,13 @@ def test_a_racy_plan_fails_verification():
         ),
         (
             lambda d: d["gpus"][0]["channels"].append({"channel_type": "switch", "buff": "i", "rank_groups": []}),
-            'gpus[0].channels[1].channel_type: "switch" (NVLS) channels are not imported',
+            "gpus[0].channels[1].rank_groups: expected a non-empty array",
+        ),
+        (
+            lambda d: d["gpus"][0]["channels"].append(
+                {"channel_type": "switch", "buffer_type": "i", "rank_groups": [{"size": 1, "ranks": [1]}]}
+            ),
+            "gpus[0].channels[1].rank_groups[0].ranks: the group of rank 0's switch channel does not hold rank 0",
         ),
     ],
 )
@@ -410,3 +416,72 @@ def test_a_pipeline_imports_sized_in_bytes():
     assert "ops[2].iter_context.num_chunks: 2 chunk(s), but the longest range in the pipeline's ops has 1" in str(
         caught.value
     )
+
+
+def nvls_allreduce() -> dict:
+    """2 ranks, in place: a relaxed handshake, then each rank load-reduces its chunk over the switch
+    channel's group and stores the sum to every member (glres), then a handshake again."""
+    gpus = []
+    for rank in range(2):
+        handshake = [
+            {"name": "rlxsignal", "channel_ids": [0], "channel_type": "memory"},
+            {"name": "rlxwait", "channel_ids": [0], "channel_type": "memory"},
+        ]
+        chunk = {"switch_channel_id": 0, "index": rank, "size": 1}
+        glres = {"name": "glres", "src_buff": [chunk], "dst_buff": [chunk], "channel_type": "switch"}
+        glres["reduce_op"] = "sum"
+        gpus.append(
+            {
+                "id": rank,
+                "input_chunks": 2,
+                "output_chunks": 2,
+                "scratch_chunks": 0,
+                "threadblocks": [
+                    {
+                        "id": 0,
+                        "ops": [*handshake, glres, *handshake],
+                        "channels": [
+                            {"channel_type": "memory", "channel_ids": [0]},
+                            {"channel_type": "switch", "channel_ids": [0]},
+                        ],
+                        "remote_buffer_refs": [],
+                    }
+                ],
+                "channels": [
+                    {"channel_type": "memory", "connected_to": [1 - rank]},
+                    {"channel_type": "switch", "buffer_type": "i", "rank_groups": [{"size": 2, "ranks": [0, 1]}]},
+                ],
+                "remote_buffers": [],
+            }
+        )
+    return {
+        "name": "allreduce_nvls_2r",
+        "collective": "allreduce",
+        "protocol": "Simple",
+        "inplace": True,
+        "num_threads_per_block": 1024,
+        "min_message_size": 0,
+        "max_message_size": 1 << 30,
+        "gpus": gpus,
+    }
+
+
+def test_nvls_switch_channels_and_their_ops_import_and_verify():
+    """A switch channel becomes a Loom switch channel (its group, its buffer); glres becomes a
+    multimem_reduce into the rank's own copy of the range and a multimem_broadcast of it."""
+    plan = json.loads(import_mscclpp_plan(nvls_allreduce()))
+    check_schema(plan, "imported")
+    assert verify(plan) == []
+    assert plan["gpus"][1]["channels"][1] == {"id": 1, "type": "switch", "ranks": [0, 1], "buffer": "input"}
+    ops = plan["gpus"][1]["threadblocks"][0]["ops"]
+    assert ops[2] == {
+        "op": "multimem_reduce",
+        "reduce_op": "sum",
+        "src": {"channel": 1, "buffer": "input", "index": 1},
+        "dst": {"buffer": "input", "index": 1},
+    }
+    assert ops[3] == {
+        "op": "multimem_broadcast",
+        "src": {"buffer": "input", "index": 1},
+        "dsts": [{"channel": 1, "buffer": "input", "index": 1}],
+    }
