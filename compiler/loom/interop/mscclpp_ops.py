@@ -190,9 +190,12 @@ def _range(op: _Op, ref: dict, path: str) -> dict:
 def local_ref(op: _Op, key: str, position: int, buffer: str | None = None) -> dict:
     path = f"{op.path}.{key}[{position}]"
     ref = obj(op.buffers(key)[position], path)
-    only_keys(ref, frozenset({"type", "index", "size"}), path)
+    only_keys(ref, frozenset({"type", "index", "size", "rank"}), path)
     if "buffer_id" in ref or "type" not in ref:
         raise fail(path, "expected a local buffer reference {type, index, size} here")
+    # MSCCL++ names the rank of some local references (a gstore's source): it must be this one.
+    if "rank" in ref and integer(ref["rank"], f"{path}.rank") != op.rank.rank:
+        raise fail(f"{path}.rank", f"a local reference of rank {op.rank.rank} names rank {ref['rank']}")
     name = BUFFERS[string(ref["type"], f"{path}.type", BUFFERS)]
     if buffer is not None and name != buffer:
         raise fail(f"{path}.type", f"{shown(ref['type'])} here must be {shown('s')} (packets live in scratch)")

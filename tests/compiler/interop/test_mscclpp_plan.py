@@ -234,6 +234,10 @@ def test_a_racy_plan_fails_verification():
             lambda d: d["gpus"][0]["threadblocks"][0]["ops"][2]["src_buff"][0].update(type="i"),
             'gpus[0].threadblocks[0].ops[2].src_buff[0].type: "i" here must be "s"',
         ),
+        (
+            lambda d: d["gpus"][0]["threadblocks"][0]["ops"][2]["src_buff"][0].update(rank=1),
+            "gpus[0].threadblocks[0].ops[2].src_buff[0].rank: a local reference of rank 0 names rank 1",
+        ),
         (lambda d: d.update(protocol="ll"), 'protocol: "ll" is not one of "Simple", "LL"'),
         (lambda d: d.update(collective="broadcast"), 'collective: "broadcast" is not one of'),
         (lambda d: d["gpus"][1].update(id=0), "gpus[1].id: rank 0 is listed twice (also gpus[0])"),
