@@ -237,7 +237,7 @@ class Resolver {
 
   // A call is over when its blocks end, and the caller may then reuse or free its buffers; a put
   // the proxy has not carried out yet would still read them (the source of a TCP send or an RDMA
-  // write). So a block ends with a flush of every port channel it put on since that channel's
+  // write). So a block ends with a reads-only flush of every port channel it put on since that channel's
   // last flush.
   void flushAtEnd() {
     if (unflushed_.empty()) return;
