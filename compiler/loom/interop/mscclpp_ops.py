@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loom.interop.mscclpp_fields import array, fail, get, integer, obj, only_keys, shown, string
+from loom.ir.effects import longest_range
 
 BUFFERS = {"i": "input", "o": "output", "s": "scratch"}
 CHANNEL_TYPES = ("memory", "port")
@@ -457,7 +458,7 @@ def _pipeline(data: dict, path: str, rank: RankTables, block: BlockTables) -> di
         if isinstance(inner, dict) and inner.get("name") == "pipeline":
             raise fail(f"{inner_path}.name", "a pipeline inside a pipeline cannot be imported (Loom's do not nest)")
         body.extend(convert_op(inner, inner_path, rank, block))
-    longest = max((ref.get("count", 1) for op in body for key in _REF_KEYS for ref in _listed(op.get(key))), default=0)
+    longest = longest_range(body)
     if longest and longest != num_chunks * rank.refine:
         raise fail(
             f"{path}.iter_context.num_chunks",
@@ -465,13 +466,6 @@ def _pipeline(data: dict, path: str, rank: RankTables, block: BlockTables) -> di
             " counts the iterations from that range, so the two would slice differently",
         )
     return {"op": "pipeline", "unit_bytes": unit, "body": body}
-
-
-_REF_KEYS = ("src", "srcs", "dst", "packet_dst", "dsts")
-
-
-def _listed(value: Any) -> list:
-    return [] if value is None else value if isinstance(value, list) else [value]
 
 
 _CONVERTERS = {

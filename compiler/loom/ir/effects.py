@@ -36,3 +36,20 @@ DATA_OPS: dict[str, tuple[tuple, tuple, bool]] = {
     "multimem_reduce": (_PLAIN_SRC, (("dst", False),), True),
     "multimem_broadcast": (_PLAIN_SRC, (("dsts", False),), False),
 }
+
+# The fields of an op (plan JSON) that hold chunk references: one reference, or a list of them.
+REF_FIELDS = ("src", "srcs", "dst", "packet_dst", "dsts")
+
+
+def refs_of(op: dict, field: str) -> list[dict]:
+    """The chunk references in one field of a plan-JSON op (none when it is absent)."""
+    value = op.get(field)
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def longest_range(ops: list[dict]) -> int:
+    """The most chunks any reference of the plan-JSON ops spans (0 without references): what a
+    pipeline sized in bytes counts its iterations from."""
+    return max((ref.get("count", 1) for op in ops for f in REF_FIELDS for ref in refs_of(op, f)), default=0)

@@ -78,6 +78,11 @@ class Op:
     auto: bool = False
     tb_group: tuple[int, int] | None = None  # (member index, group size) until thread-block groups are lowered
 
+    def longest_range(self) -> int:
+        """A pipeline's longest chunk range (0 without any): what one sized in bytes counts its
+        iterations from."""
+        return max((ref.count for inner in self.body for ref in inner.refs()), default=0)
+
     def refs(self) -> list[ChunkRef]:
         """Every chunk range the op names, sources first."""
         out = [self.src] if self.src else []

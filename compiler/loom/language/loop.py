@@ -68,7 +68,7 @@ class LoopIterationContext:
         longest range, so the two agree only when num_chunks is that range's length."""
         if self.unit_bytes is None or self.num_chunks is None:
             return
-        longest = max((ref.count for op in pipeline.body for ref in op.refs()), default=self.num_chunks)
+        longest = pipeline.longest_range() or self.num_chunks
         if longest != self.num_chunks:
             raise DSLError(
                 f"rank {rank} tb {tb}: LoopIterationContext(num_chunks={self.num_chunks}) but the longest chunk"

@@ -18,7 +18,7 @@ def _flat(ops: list[ir.Op], times: int = 1, unit_chunks: Fraction = Fraction(1))
     longest range needs units of ``unit_chunks`` chunks."""
     for op in ops:
         if op.op == "pipeline" and op.unit_bytes is not None:
-            longest = max((ref.count for inner in op.body for ref in inner.refs()), default=1)
+            longest = max(op.longest_range(), 1)
             yield from _flat(op.body, times * math.ceil(longest / unit_chunks), unit_chunks)
         elif op.op == "pipeline":
             yield from _flat(op.body, times * op.iterations, unit_chunks)

@@ -48,37 +48,38 @@ def _chunks(refs: list[ir.ChunkRef], name: Callable[[str, int], Chunk]) -> set[C
 def _access(op: ir.Op, name: Callable[[str, int], Chunk] = _same) -> tuple[set[Chunk], set[Chunk]]:
     """(reads, writes) of the rank's own chunks, pipeline bodies included; `name` gives each chunk
     its one name (in-place plans reach the same memory as input and as output)."""
-    if op.op == "pipeline":
-        reads: set[Chunk] = set()
-        writes: set[Chunk] = set()
-        for inner in op.body:
-            r, w = _access(inner, name)
-            reads |= r
-            writes |= w
-        return reads, writes
-    return _chunks(op.local_reads(), name), _chunks(op.local_writes(), name)
+    return _over_body(op, lambda o: (_chunks(o.local_reads(), name), _chunks(o.local_writes(), name)))
+
+
+def _over_body(op: ir.Op, access: Callable[[ir.Op], tuple[set[Chunk], set[Chunk]]]) -> tuple[set[Chunk], set[Chunk]]:
+    """access(op), or for a pipeline the union of access over its body (pipelines do not nest)."""
+    if op.op != "pipeline":
+        return access(op)
+    reads: set[Chunk] = set()
+    writes: set[Chunk] = set()
+    for inner in op.body:
+        r, w = access(inner)
+        reads |= r
+        writes |= w
+    return reads, writes
 
 
 def _packet_access(op: ir.Op, name: Callable[[str, int], Chunk]) -> tuple[set[Chunk], set[Chunk]]:
     """(reads, writes) of the rank's own chunks that the op reads or writes as LL packets."""
-    if op.op == "pipeline":
-        reads: set[Chunk] = set()
-        writes: set[Chunk] = set()
-        for inner in op.body:
-            r, w = _packet_access(inner, name)
-            reads |= r
-            writes |= w
-        return reads, writes
-    if op.op not in DATA_OPS:
-        return set(), set()
-    read_fields, write_fields, _ = DATA_OPS[op.op]
 
-    def local(fields: tuple) -> list[ir.ChunkRef]:
-        refs = [getattr(op, f) for f, packet in fields if packet]
-        flat = [r for ref in refs for r in (ref if isinstance(ref, list) else [ref]) if r is not None]
-        return [ref for ref in flat if not ref.is_remote]
+    def as_packets(o: ir.Op) -> tuple[set[Chunk], set[Chunk]]:
+        if o.op not in DATA_OPS:
+            return set(), set()
+        read_fields, write_fields, _ = DATA_OPS[o.op]
 
-    return _chunks(local(read_fields), name), _chunks(local(write_fields), name)
+        def local(fields: tuple) -> list[ir.ChunkRef]:
+            refs = [getattr(o, f) for f, packet in fields if packet]
+            flat = [r for ref in refs for r in (ref if isinstance(ref, list) else [ref]) if r is not None]
+            return [ref for ref in flat if not ref.is_remote]
+
+        return _chunks(local(read_fields), name), _chunks(local(write_fields), name)
+
+    return _over_body(op, as_packets)
 
 
 def _touching(body: list[ir.Op], chunks: set[Chunk], name: Callable[[str, int], Chunk]) -> list[int]:
@@ -112,8 +113,7 @@ def _in_lockstep(
         return False
     if (earlier.iterations, earlier.unit_bytes) != (later.iterations, later.unit_bytes):
         return False
-    longest = [max((r.count for op in p.body for r in op.refs()), default=0) for p in (earlier, later)]
-    if earlier.unit_bytes is not None and longest[0] != longest[1]:
+    if earlier.unit_bytes is not None and earlier.longest_range() != later.longest_range():
         return False
     ranges = _ranges(earlier.body, chunks, name) | _ranges(later.body, chunks, name)
     if len(ranges) != 1:

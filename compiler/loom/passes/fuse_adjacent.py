@@ -49,13 +49,13 @@ def fuse_adjacent(plan: ir.Plan, rule: Rule, pair_writes_fused: bool = False) ->
     read-reduce that sends its result back over the chunks it read). Shifted overlaps keep the nop.
     """
     for gpu in plan.gpus:
-        names = _namer(plan, gpu)
+        names = chunk_names(plan, gpu)
         for tb in gpu.threadblocks:
             tb.ops = _fuse_ops(gpu, names, tb.ops, rule, pair_writes_fused)
     return plan
 
 
-def _namer(plan: ir.Plan, gpu: ir.Gpu) -> Names:
+def chunk_names(plan: ir.Plan, gpu: ir.Gpu) -> Names:
     """Each chunk as (whose buffer, buffer, index): the rank's own (under its in-place name) or a peer's."""
 
     def names(ref: ir.ChunkRef) -> list[Chunk]:

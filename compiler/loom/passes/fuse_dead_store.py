@@ -16,40 +16,27 @@ fuses into one reduction over all sources, changing the result, where dropping t
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 from loom.ir import model as ir
-from loom.ir.shapes import inplace_alias
-from loom.passes.fuse_adjacent import fuse_adjacent
+from loom.passes.fuse_adjacent import Names, chunk_names, fuse_adjacent
 
 _LOCAL_ONLY = frozenset({"copy", "get", "reduce", "read_reduce"})
 
-Name = Callable[[str, int], tuple[str, int]]
 
-
-def _chunks(ref: ir.ChunkRef, name: Name) -> list[tuple[str, int]]:
-    return [name(ref.buffer, i) for i in range(ref.index, ref.stop)]
-
-
-def _fuse(name_of: Callable[[ir.Gpu], Name], gpu: ir.Gpu, first: ir.Op, second: ir.Op) -> ir.Op | None:
+def _fuse(plan: ir.Plan, gpu: ir.Gpu, first: ir.Op, second: ir.Op) -> ir.Op | None:
     if first.op not in _LOCAL_ONLY or second.op not in _LOCAL_ONLY:
         return None
     if first.dst is None or first.dst.is_remote or second.dst is None or second.dst.is_remote:
         return None
-    name = name_of(gpu)
-    written = _chunks(first.dst, name)
-    if _chunks(second.dst, name) != written:
+    names: Names = chunk_names(plan, gpu)
+    written = names(first.dst)
+    if names(second.dst) != written:
         return None
-    if any(set(written) & set(_chunks(ref, name)) for ref in second.local_reads()):
+    if any(set(written) & set(names(ref)) for ref in second.local_reads()):
         return None
     return second
 
 
 def run(plan: ir.Plan) -> ir.Plan:
-    def name_of(gpu: ir.Gpu) -> Name:
-        if not plan.inplace:
-            return lambda buffer, index: (buffer, index)
-        return functools.partial(inplace_alias, plan.collective, gpu.id, gpu.input_chunks, gpu.output_chunks)
-
     # The pair overlaps only in the range both write, which the first then no longer does.
-    return fuse_adjacent(plan, functools.partial(_fuse, name_of), pair_writes_fused=True)
+    return fuse_adjacent(plan, functools.partial(_fuse, plan), pair_writes_fused=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from loom.errors import PlanError
-from loom.ir.effects import DATA_OPS
+from loom.ir.effects import DATA_OPS, REF_FIELDS, longest_range, refs_of
 from loom.ir.shapes import buffer_slots, inplace_alias
 from loom.verify.report import Finding, FindingLog, finding_at, loc_text, op_text
 
@@ -172,10 +172,7 @@ class Program:
             pieces = pipeline["iterations"]
             return pieces, lambda piece: self._part(piece, pieces)
         width, f = self.unit_width, self.factor
-        longest = max(
-            (ref.get("count", 1) for inner in pipeline["body"] for name in REF_FIELDS for ref in _refs(inner, name)),
-            default=1,
-        )
+        longest = max(longest_range(pipeline["body"]), 1)
 
         def unit_part(piece: int) -> Callable[[int], tuple[int, int]]:
             return lambda count: (min(piece * width, count * f), min((piece + 1) * width, count * f))
@@ -187,12 +184,12 @@ class Program:
         problem = ""
         if name in DATA_OPS:
             reads, writes, step.reduces = DATA_OPS[name]
-            counts = {ref.get("count", 1) for f in REF_FIELDS for ref in _refs(op, f)}
+            counts = {ref.get("count", 1) for f in REF_FIELDS for ref in refs_of(op, f)}
             if len(counts) > 1:
                 problem = f"its chunk ranges differ in length ({', '.join(map(str, sorted(counts)))} chunks)"
             for fields, out in ((reads, step.reads), (writes, step.writes)):
                 for name_, packet in fields:
-                    for data in _refs(op, name_):
+                    for data in refs_of(op, name_):
                         resolved = self._resolve(rank, data, part)
                         if isinstance(resolved, str):
                             problem = problem or resolved
@@ -264,19 +261,9 @@ class Program:
         return refs
 
 
-REF_FIELDS = ("src", "srcs", "dst", "packet_dst", "dsts")
-
-
 def has_unit_pipelines(plan: dict) -> bool:
     """Whether a pipeline of the plan is sized in bytes (``unit_bytes``)."""
     return any("unit_bytes" in op for g in plan["gpus"] for tb in g["threadblocks"] for op in tb["ops"])
-
-
-def _refs(op: dict, name: str) -> list[dict]:
-    value = op.get(name)
-    if value is None:
-        return []
-    return value if isinstance(value, list) else [value]
 
 
 def _rank_finding(rank: int, message: str) -> Finding:
