@@ -51,6 +51,7 @@ REQUIRED_VALUES = {
     "--max_message_size": "1048576",
     "--instances": "1",
     "--tbg_size": "2",
+    "--split_mask": "0x3",  # send_recv: rank r sends to r + 4 of 8 (not the ring)
 }
 
 

@@ -132,7 +132,9 @@ class Broadcast(Collective):
 
 
 class SendRecv(Collective):
-    """Each rank sends its input to the next rank: rank q's output holds rank (q - 1) mod n's input."""
+    """Each rank sends its input to one other rank, in a pattern the program picks (a ring, pairs, rank +
+    4), as in MSCCL++: rank q's output holds rank p(q)'s input for a permutation p without fixed points.
+    ``expected_output`` states the ring's (rank q - 1's input); the verifier reads p from the plan."""
 
     name = "sendrecv"
 

@@ -8,7 +8,10 @@ output chunk ``i`` of rank ``q`` must hold exactly, once each:
 - reduce-scatter: input chunk ``q·k + i`` of every rank (``k`` = output chunks);
 - all-to-all: input chunk ``q·k + (i mod k)`` of rank ``i div k`` (``k`` = input chunks / n);
 - broadcast: input chunk ``i`` of the root;
-- send/recv: input chunk ``i`` of rank ``(q - 1) mod n``.
+- send/recv: input chunk ``i`` of one other rank ``p(q)``, where ``p`` is a permutation: each rank's
+  input reaches exactly one rank. As in MSCCL++, the plan picks the pattern (a ring, rank + 4, pairs);
+  the check reads ``p(q)`` from what output chunk 0 holds and falls back to ``(q - 1) mod n`` when that
+  names no single other rank.
 
 Contributions are of the call just finished; one left over from an earlier call is stale. The
 check runs per sub-chunk (sub-chunk ``s`` of an output chunk holds sub-chunk ``s`` of its input
@@ -29,8 +32,9 @@ if TYPE_CHECKING:
     from loom.verify.contents import Value
 
 
-def expected_chunks(program: Program, rank: int, index: int) -> list[tuple[int, int]]:
-    """The (rank, input chunk) pairs output chunk ``index`` of ``rank`` must hold, once each."""
+def expected_chunks(program: Program, rank: int, index: int, sender: int | None = None) -> list[tuple[int, int]]:
+    """The (rank, input chunk) pairs output chunk ``index`` of ``rank`` must hold, once each (``sender``:
+    the rank a send/recv delivers to ``rank``)."""
     n = program.n
     k_in, k_out = program.chunks(rank, "input"), program.chunks(rank, "output")
     collective = program.collective
@@ -47,7 +51,7 @@ def expected_chunks(program: Program, rank: int, index: int) -> list[tuple[int, 
     if collective == "broadcast":
         return [(program.plan["root"], index)]
     if collective == "sendrecv":
-        return [((rank - 1) % n, index)]
+        return [((rank - 1) % n if sender is None else sender, index)]
     raise ValueError(f"unknown collective {collective!r}")
 
 
@@ -58,8 +62,9 @@ def check(executor: RunState, rank: int, call: int) -> None:
         return  # the shape finding says why there is no postcondition to check
     f = program.factor
     host = (rank, "host")
+    sender = _sender(executor, rank, call) if program.collective == "sendrecv" else None
     for index in range(program.chunks(rank, "output")):
-        wanted = expected_chunks(program, rank, index)
+        wanted = expected_chunks(program, rank, index, sender)
         values: list[Value | None] = []
         bad = None
         for part in range(f):
@@ -74,6 +79,35 @@ def check(executor: RunState, rank: int, call: int) -> None:
             executor.log.add(
                 _finding(program, rank, index, call, values, bad, wanted), key=("postcondition", rank, index)
             )
+
+
+def _sender(executor: RunState, rank: int, call: int) -> int | None:
+    """The rank whose input a send/recv delivered to ``rank`` in ``call``: the one other rank whose input
+    output chunk 0 holds (else the ring's ``rank - 1``). Two ranks receiving one rank's input, or a rank
+    receiving from another rank than in the call before, is a finding."""
+    program, memory = executor.program, executor.memory
+    n = program.n
+    sender = (rank - 1) % n
+    if program.chunks(rank, "output"):
+        buffer, start = program.alias(rank, "output", 0)
+        value = memory.read((rank, "host"), None, memory.key(Ref(rank, buffer, start, 1), 0, call), call + 1)
+        if value is not None and not value.packet:
+            ranks = {r for c, r, _ in value.contents.items if c == call}
+            if len(ranks) == 1 and rank not in ranks:
+                sender = ranks.pop()
+    senders = executor.senders
+    earlier = senders.get((call - 1, rank))
+    other = next((q for (c, q), s in senders.items() if c == call and s == sender and q != rank), None)
+    senders[(call, rank)] = sender
+    problem = ""
+    if other is not None:
+        problem = f"rank {rank} and rank {other} both receive rank {sender}'s input"
+        problem += ": a send/recv delivers each rank's input to exactly one rank"
+    elif earlier is not None and earlier != sender:
+        problem = f"rank {rank} receives rank {sender}'s input in call {call}, rank {earlier}'s in call {call - 1}"
+    if problem:
+        executor.log.add(Finding("postcondition", rank, None, None, problem, call=call), key=("sender", rank))
+    return sender
 
 
 def _finding(

@@ -20,5 +20,6 @@ class RunState(Protocol):
     memory: Memory
     sync: Sync
     call: dict[int, int]  # rank -> the call it is in
+    senders: dict[tuple[int, int], int]  # send/recv: (call, rank) -> the rank whose input it received
 
     def blocked_step(self, block: tuple[int, int]) -> Step | None: ...

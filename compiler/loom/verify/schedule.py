@@ -37,6 +37,7 @@ class Executor:
         for rank, tb in program.blocks:
             self.tbs[rank].append(tb)
         self.call = dict.fromkeys(program.gpus, 0)
+        self.senders: dict[tuple[int, int], int] = {}  # send/recv: (call, rank) -> whose input it received
         self.pc = dict.fromkeys(program.blocks, 0)
 
     def run(self) -> None:

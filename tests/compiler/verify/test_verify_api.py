@@ -213,3 +213,70 @@ def test_ll_scratch_reuse_needs_a_third_call():
     assert finding.message.startswith(
         "writes packets at rank 1 scratch[0] (LL half 0) unordered with a read by rank 1 tb 0 op 0"
     )
+
+
+SHIFTED_SENDRECV = """
+from loom.language import *
+
+def build(world_size=4, shift=2):
+    n = world_size
+    with CollectiveProgram("shifted_sendrecv", SendRecv(n, 1, False), n) as program:
+        for r in range(n):
+            nxt, prv = (r + shift) % n, (r - shift) % n
+            to_next = MemoryChannel(nxt, r)
+            to_prev = to_next if prv == nxt else MemoryChannel(prv, r)  # one channel per direction pair
+            to_prev.signal(tb=0, relaxed=True, data_sync=SyncType.none)
+            to_next.wait(tb=0, relaxed=True, data_sync=SyncType.after)
+            to_next.put(Rank(nxt).get_output_buffer()[0:1], Rank(r).get_input_buffer()[0:1], tb=0)
+            to_next.signal(tb=0, data_sync=SyncType.before)
+            to_prev.wait(tb=0, data_sync=SyncType.after)
+        return program
+"""
+
+
+@pytest.mark.parametrize(("world_size", "shift"), [(4, 2), (8, 4), (3, 2), (4, 1)])
+def test_sendrecv_takes_any_permutation_the_plan_makes(tmp_path, world_size, shift):
+    """As in MSCCL++, a send/recv plan picks its pattern (a ring, pairs, rank + 4): each rank must
+    receive exactly one other rank's input."""
+    path = tmp_path / "shifted.py"
+    path.write_text(SHIFTED_SENDRECV)
+    plan = json.loads(compile_file(path, world_size=world_size, shift=shift))
+    assert verify(plan) == []
+
+
+def test_sendrecv_delivering_one_input_twice_is_a_finding():
+    plan = _good("sendrecv_3r")
+    put = next(op for op in _ops(plan, 2) if op["op"] == "put")
+    put["dsts"][0]["channel"] = 1  # rank 2 puts into rank 1's output instead of rank 0's
+    messages = [f.message for f in verify(plan) if f.category == "postcondition"]
+    assert "rank 0 output[0] holds nothing: no op wrote it; expected {r2:input[0]}" in messages, messages
+
+
+FAN_OUT_SENDRECV = """
+from loom.language import *
+
+def build(world_size=3):
+    with CollectiveProgram("fan_out_sendrecv", SendRecv(3, 1, False), 3) as program:
+        for src, dst in ((0, 1), (0, 2), (1, 0)):  # ranks 1 and 2 both receive rank 0's input
+            out, back = MemoryChannel(dst, src), MemoryChannel(src, dst)
+            back.signal(tb=0, relaxed=True, data_sync=SyncType.none)
+            out.wait(tb=0, relaxed=True, data_sync=SyncType.after)
+            out.put(Rank(dst).get_output_buffer()[0:1], Rank(src).get_input_buffer()[0:1], tb=0)
+            out.signal(tb=0, data_sync=SyncType.before)
+            back.wait(tb=0, data_sync=SyncType.after)
+        return program
+"""
+
+
+def test_sendrecv_delivering_one_rank_input_to_two_ranks_is_a_finding(tmp_path):
+    path = tmp_path / "fan_out.py"
+    path.write_text(FAN_OUT_SENDRECV)
+    plan = json.loads(compile_file(path, verify=False))
+    findings = verify(plan)
+    assert [(f.category, f.rank, f.message) for f in findings] == [
+        (
+            "postcondition",
+            2,
+            "rank 2 and rank 1 both receive rank 0's input: a send/recv delivers each rank's input to exactly one rank",
+        )
+    ]
