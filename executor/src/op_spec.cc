@@ -10,6 +10,7 @@ constexpr RefField kNone{};
 constexpr RefField local{RefKind::kLocal, true};
 constexpr RefField optionalLocal{RefKind::kLocal, false};
 constexpr RefField remote{RefKind::kRemote, true};
+constexpr RefField optionalRemote{RefKind::kRemote, false};
 constexpr RefField any{RefKind::kAny, true};
 constexpr RefField localScratch{RefKind::kLocalScratch, true};
 constexpr RefField remoteScratch{RefKind::kRemoteScratch, true};
@@ -45,8 +46,9 @@ constexpr std::array<OpSpec, kOpTypeCount> kSpecs{{
      false, true},
     {OpType::kReduceCopySendPacket, "reduce_copy_send_packet", local, local, localScratch, localScratch, remoteScratch,
      true, false, false, true, 0, kWire},
-    {OpType::kMultimemReduce, "multimem_reduce", remote, local, kNone, kNone, kNone, true, false, false, false,
-     kSwitchBit, 0},
+    // dst, dsts or both: with dsts, the fused reduce + broadcast (MSCCL++'s glres).
+    {OpType::kMultimemReduce, "multimem_reduce", remote, optionalLocal, kNone, kNone, optionalRemote, true, false,
+     false, false, kSwitchBit, kSwitchBit},
     {OpType::kMultimemBroadcast, "multimem_broadcast", local, kNone, kNone, kNone, remote, false, false, false, false,
      0, kSwitchBit},
     {OpType::kPipeline, "pipeline", kNone, kNone, kNone, kNone, kNone},

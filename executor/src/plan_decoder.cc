@@ -520,6 +520,11 @@ class Decoder {
                                       {"both", DataSync::kBoth}});
     }
     switch (spec.type) {
+      case OpType::kMultimemReduce:
+        if (!op.dst && op.dsts.empty()) {
+          fail(path.field("dst"), "expected a destination: dst (this rank's chunk), dsts (multicast chunks) or both");
+        }
+        break;
       case OpType::kBarrier:
         op.barrierId = uint32(need(f, kOpBarrierId, path, "the barrier id"), path.field("barrier_id"), 0, UINT32_MAX);
         op.threadblocks = idList(need(f, kOpThreadblocks, path, "the ids of the thread blocks that meet"),

@@ -271,6 +271,19 @@ TEST(PlanValidationTest, OpsUseTheirChannelTypes) {
   check(R"({"op": "multimem_broadcast", "src": )" + input0 +
             R"(, "dsts": [{"channel": 2, "buffer": "output", "index": 2}]})",
         "dsts[0].index", "2 is outside the multicast output buffer (2 chunks)");
+  // The fused reduce + broadcast (MSCCL++'s glres): multicast destinations, with or without a local one.
+  const std::string switchOutput0 = R"({"channel": 2, "buffer": "output", "index": 0})";
+  check(R"({"op": "multimem_reduce", "reduce_op": "sum", "src": )" + switchOutput0 + R"(, "dsts": [)" + switchOutput0 +
+            "]}",
+        "", "");
+  check(R"({"op": "multimem_reduce", "reduce_op": "sum", "src": )" + switchOutput0 + R"(, "dst": )" + input0 +
+            R"(, "dsts": [)" + switchOutput0 + "]}",
+        "", "");
+  check(R"({"op": "multimem_reduce", "reduce_op": "sum", "src": )" + switchOutput0 + "}", "dst",
+        "expected a destination: dst (this rank's chunk), dsts (multicast chunks) or both");
+  check(R"({"op": "multimem_reduce", "reduce_op": "sum", "src": )" + switchOutput0 +
+            R"(, "dsts": [{"channel": 0, "buffer": "output", "index": 0}]})",
+        "dsts[0].channel", "channel 0 is a memory channel, but \"multimem_reduce\" needs a switch channel here");
 }
 
 TEST(PlanValidationTest, LocalChunksStayInsideTheirBuffer) {

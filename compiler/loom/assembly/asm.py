@@ -154,6 +154,11 @@ def _string(token: lark.Token, origin: str) -> str:
         raise AssemblyError(f"bad string {token}: {error.msg}", token.line, token.column, origin) from None
 
 
+def _remote(refs: lark.Tree) -> bool:
+    """Whether every chunk reference of one place of a chain goes through a channel (``ch3:...``)."""
+    return all(ref.children[0].type == "CHANNEL_ID" for ref in refs.children)
+
+
 class _Builder:
     """Walks the parse tree and builds the plan dict; records the line of every part it builds."""
 
@@ -302,6 +307,10 @@ class _Builder:
             op["reduce_op"] = str(args[1])
         chain = args[-1].children
         layouts = [stages for stages in shape.stages if len(stages) == len(chain) - 1]
+        if len(layouts) > 1:  # one count, several layouts: remote chunks fill dsts, local ones dst
+            stages = chain[1:]
+            fitting = [s for s in layouts if all((f == "dsts") == _remote(r) for f, r in zip(s, stages, strict=True))]
+            layouts = fitting or layouts
         if not layouts:
             counts = " or ".join(str(len(stages)) for stages in shape.stages)
             detail = f"'{name}' takes {counts} '->', got {len(chain) - 1}; it is written {shape.usage(name)}"

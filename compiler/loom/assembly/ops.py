@@ -52,7 +52,8 @@ CHAIN_OPS: dict[str, ChainShape] = {
     "read_reduce": _REDUCE,
     "reduce_send": _REDUCE_SEND,
     "read_reduce_send": _REDUCE_SEND,
-    "multimem_reduce": ChainShape(True, ("src",), (("dst",),)),
+    # A local chunk, multicast chunks, or both (the fused reduce + broadcast); one stage is told by its chunks.
+    "multimem_reduce": ChainShape(True, ("src",), (("dst",), ("dsts",), ("dst", "dsts"))),
     "reduce_packet": ChainShape(True, ("src", "srcs"), (("dst",),)),
     "reduce_send_packet": ChainShape(True, ("src", "srcs"), (("dst", "dsts"),)),
     "reduce_copy_packet": ChainShape(True, ("src", "srcs"), (("dst", "packet_dst"),)),

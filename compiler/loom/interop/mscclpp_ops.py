@@ -59,7 +59,7 @@ OP_NAMES = {
     "recpkt": "reduce_copy_packet",
     "recspkt": "reduce_copy_send_packet",
     "glre": "multimem_reduce",
-    "glres": "multimem_reduce",  # then multimem_broadcast of the result
+    "glres": "multimem_reduce",  # with multicast destinations
     "gstore": "multimem_broadcast",
 }
 # Ops MSCCL++ has and Loom cannot express; the reason goes into the error and docs/import.md.
@@ -334,9 +334,8 @@ def switch_ref(op: _Op, key: str, position: int) -> dict:
 
 def _multimem(op: _Op, loom: str, name: str) -> list[dict]:
     """NVLS: ``glre`` reduces a range over the group into a local range; ``gstore`` writes a local range
-    to every member; ``glres`` does both in place (reduce over the group, store the result to every
-    member), which Loom writes as a multimem_reduce into this rank's own copy of the range, then a
-    multimem_broadcast of it (the verifier then checks the split like any plan)."""
+    to every member; ``glres`` does both (reduce over the group, store the result to every member):
+    a multimem_reduce with multicast destinations (``dsts``) and no local one."""
     _count(op, "src_buff", 1, 1)
     _count(op, "dst_buff", 1, 1)
     if name == "gstore":
@@ -348,12 +347,8 @@ def _multimem(op: _Op, loom: str, name: str) -> list[dict]:
         return [
             {"op": "multimem_reduce", "reduce_op": _reduce_op(op), "src": source, "dst": local_ref(op, "dst_buff", 0)}
         ]
-    target = switch_ref(op, "dst_buff", 0)
-    own = {key: target[key] for key in ("buffer", "index", "count") if key in target}
-    return [
-        {"op": "multimem_reduce", "reduce_op": _reduce_op(op), "src": source, "dst": own},
-        {"op": "multimem_broadcast", "src": own, "dsts": [target]},
-    ]
+    targets = [switch_ref(op, "dst_buff", 0)]
+    return [{"op": "multimem_reduce", "reduce_op": _reduce_op(op), "src": source, "dsts": targets}]
 
 
 def _copy(op: _Op, loom: str, name: str) -> list[dict]:

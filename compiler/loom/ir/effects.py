@@ -33,7 +33,7 @@ DATA_OPS: dict[str, tuple[tuple, tuple, bool]] = {
         (("dst", False), ("packet_dst", True), ("dsts", True)),
         True,
     ),
-    "multimem_reduce": (_PLAIN_SRC, (("dst", False),), True),
+    "multimem_reduce": (_PLAIN_SRC, (("dst", False), ("dsts", False)), True),
     "multimem_broadcast": (_PLAIN_SRC, (("dsts", False),), False),
 }
 

@@ -15,6 +15,7 @@ from loom.passes import (
     fuse_dead_store,
     fuse_multi_channel,
     fuse_multi_dst,
+    fuse_multimem,
     fuse_put_signal,
     fuse_read_reduce_send,
     fuse_reduce_chain,
@@ -36,6 +37,7 @@ FUSION_PASSES: list = [
     fuse_reduce_send_packet,
     fuse_reduce_send,
     fuse_read_reduce_send,
+    fuse_multimem,
     fuse_put_signal,  # before fuse_multi_channel, which would otherwise take the signal into a multi-channel one
     fuse_multi_channel,
 ]

@@ -66,6 +66,7 @@ def test_fusion_passes_are_registered_in_order() -> None:
         "fuse_reduce_send_packet",
         "fuse_reduce_send",
         "fuse_read_reduce_send",
+        "fuse_multimem",
         "fuse_put_signal",
         "fuse_multi_channel",
     ]

@@ -102,6 +102,7 @@ def test_every_pass_has_positive_and_negative_cases() -> None:
             "fuse_dead_store",
             "fuse_multi_channel",
             "fuse_multi_dst",
+            "fuse_multimem",
             "fuse_put_signal",
             "fuse_read_reduce_send",
             "fuse_reduce_chain",
