@@ -17,8 +17,9 @@ packet hand-overs between thread blocks this way). Writes after such reads are s
 A pipeline counts as one op at the top level; dependencies between ops of one pipeline body get
 their ``nop`` inside the body. Two pipelines of different thread blocks that run in lockstep (the
 same slicing, the same ranges where they meet, and a semaphore released after the earlier one's
-conflicting ops and acquired before the later one's in every iteration) are already ordered slice
-by slice: they get no whole-pipeline semaphore, which would undo the pipelining. Chunks reached
+conflicting ops and acquired before the later one's in every iteration, directly or through a
+chain of such handshakes across other pipelines) are already ordered slice by slice: they get no
+whole-pipeline semaphore, which would undo the pipelining. Chunks reached
 through channels are the peers' business: ranks order those accesses with signal and wait.
 """
 
@@ -98,6 +99,13 @@ def _ranges(body: list[ir.Op], chunks: set[Chunk], name: Callable[[str, int], Ch
     return out
 
 
+def _sliced_alike(a: ir.Op, b: ir.Op) -> bool:
+    """Whether two pipelines cut their ranges alike: same iterations, or same unit and longest range."""
+    if a.op != "pipeline" or b.op != "pipeline" or (a.iterations, a.unit_bytes) != (b.iterations, b.unit_bytes):
+        return False
+    return a.unit_bytes is None or a.longest_range() == b.longest_range()
+
+
 def _in_lockstep(
     earlier: ir.Op,
     later: ir.Op,
@@ -106,33 +114,48 @@ def _in_lockstep(
     name: Callable[[str, int], Chunk],
 ) -> bool:
     """Whether pipeline ``later`` touches ``chunks`` only after pipeline ``earlier`` did, slice by
-    slice: both cut their ranges alike (same iterations or unit, same longest range), meet on
-    identical ranges, and in every iteration ``earlier`` releases, after its ops on the chunks, a
-    semaphore that ``later`` acquires before its own, and that nothing else releases or acquires."""
-    if earlier.op != "pipeline" or later.op != "pipeline":
+    slice: both cut their ranges alike, meet on the same ranges (each chunk in one range, so that
+    iteration i of both takes the same slice of it), and in every iteration a chain of per-iteration
+    handshakes leads from ``earlier``, after its ops on the chunks, to ``later``, before its own: a
+    semaphore ``earlier`` releases and ``later`` acquires, or one acquired by a third pipeline sliced
+    alike that then releases the next (MSCCL++'s copy -> reduce -> copy-out stages in three blocks).
+    Each semaphore of the chain is released and acquired once per iteration, by those two alone."""
+    if not _sliced_alike(earlier, later):
         return False
-    if (earlier.iterations, earlier.unit_bytes) != (later.iterations, later.unit_bytes):
+    ranges = _ranges(earlier.body, chunks, name)
+    if ranges != _ranges(later.body, chunks, name) or sum(map(len, ranges)) != len(set().union(*ranges)):
         return False
-    if earlier.unit_bytes is not None and earlier.longest_range() != later.longest_range():
-        return False
-    ranges = _ranges(earlier.body, chunks, name) | _ranges(later.body, chunks, name)
-    if len(ranges) != 1:
-        return False
-    last_touch = max(_touching(earlier.body, chunks, name))
     first_touch = min(_touching(later.body, chunks, name))
-    released = {
-        s
-        for op in earlier.body[last_touch + 1 :]
-        if op.op == "sem_release" and op.data_sync != "none"
-        for s in op.semaphores
-    }
-    acquired = {s for op in later.body[:first_touch] if op.op == "sem_acquire" for s in op.semaphores}
-    return any(
-        semaphore_uses.get(s, []).count(earlier) == 1
-        and semaphore_uses[s].count(later) == 1
-        and len(semaphore_uses[s]) == 2
-        for s in released & acquired
-    )
+    stage, after = earlier, max(_touching(earlier.body, chunks, name))  # follow the handshakes from here
+    seen = {id(earlier)}
+    frontier = [(stage, after)]
+    while frontier:
+        stage, after = frontier.pop()
+        released = {
+            s
+            for op in stage.body[after + 1 :]
+            if op.op == "sem_release" and op.data_sync != "none"
+            for s in op.semaphores
+        }
+        for semaphore in released:
+            uses = semaphore_uses.get(semaphore, [])
+            if len(uses) != 2 or uses.count(stage) != 1:
+                continue
+            nxt = uses[1] if uses[0] is stage else uses[0]
+            if nxt is None or not _sliced_alike(stage, nxt):
+                continue
+            acquire = next(
+                (i for i, op in enumerate(nxt.body) if op.op == "sem_acquire" and semaphore in op.semaphores), None
+            )
+            if acquire is None:
+                continue
+            if nxt is later:
+                if acquire <= first_touch:
+                    return True
+            elif id(nxt) not in seen:
+                seen.add(id(nxt))
+                frontier.append((nxt, acquire))
+    return False
 
 
 def _semaphore_uses(gpu: ir.Gpu) -> dict[int, list[ir.Op]]:
