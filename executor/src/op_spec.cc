@@ -13,13 +13,15 @@ constexpr RefField remote{RefKind::kRemote, true};
 constexpr RefField optionalRemote{RefKind::kRemote, false};
 constexpr RefField any{RefKind::kAny, true};
 constexpr RefField localScratch{RefKind::kLocalScratch, true};
+constexpr RefField optionalLocalScratch{RefKind::kLocalScratch, false};
 constexpr RefField remoteScratch{RefKind::kRemoteScratch, true};
 constexpr uint8_t kWire = kMemoryBit | kPortBit;
 
-// Order follows OpType so that opSpec() is an index.
+// Order follows OpType so that opSpec() is an index. The sends (put, put_packet, read_put_packet) take
+// one source for all destinations (src) or one per destination, paired in order (srcs).
 constexpr std::array<OpSpec, kOpTypeCount> kSpecs{{
     {OpType::kCopy, "copy", local, local, kNone, kNone, kNone},
-    {OpType::kPut, "put", local, kNone, kNone, kNone, remote, false, false, false, false, 0, kWire},
+    {OpType::kPut, "put", optionalLocal, kNone, kNone, optionalLocal, remote, false, false, false, false, 0, kWire},
     {OpType::kGet, "get", remote, local, kNone, kNone, kNone, false, false, false, false, kMemoryBit, 0},
     {OpType::kReduce, "reduce", kNone, local, kNone, local, kNone, true},
     {OpType::kReadReduce, "read_reduce", kNone, local, kNone, any, kNone, true, false, false, false, kMemoryBit, 0},
@@ -34,9 +36,10 @@ constexpr std::array<OpSpec, kOpTypeCount> kSpecs{{
     {OpType::kSemAcquire, "sem_acquire", kNone, kNone, kNone, kNone, kNone},
     {OpType::kSemRelease, "sem_release", kNone, kNone, kNone, kNone, kNone},
     {OpType::kNop, "nop", kNone, kNone, kNone, kNone, kNone},
-    {OpType::kPutPacket, "put_packet", local, kNone, kNone, kNone, remoteScratch, false, false, false, true, 0, kWire},
-    {OpType::kReadPutPacket, "read_put_packet", localScratch, kNone, kNone, kNone, remoteScratch, false, false, false,
+    {OpType::kPutPacket, "put_packet", optionalLocal, kNone, kNone, optionalLocal, remoteScratch, false, false, false,
      true, 0, kWire},
+    {OpType::kReadPutPacket, "read_put_packet", optionalLocalScratch, kNone, kNone, optionalLocalScratch, remoteScratch,
+     false, false, false, true, 0, kWire},
     {OpType::kCopyPacket, "copy_packet", local, localScratch, kNone, kNone, kNone, false, false, false, true},
     {OpType::kUnpackPacket, "unpack_packet", localScratch, local, kNone, kNone, kNone, false, false, false, true},
     {OpType::kReducePacket, "reduce_packet", local, local, kNone, localScratch, kNone, true, false, false, true},

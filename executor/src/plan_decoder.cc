@@ -520,6 +520,19 @@ class Decoder {
                                       {"both", DataSync::kBoth}});
     }
     switch (spec.type) {
+      case OpType::kPut:
+      case OpType::kPutPacket:
+      case OpType::kReadPutPacket:
+        if (op.src.has_value() == !op.srcs.empty()) {
+          fail(path.field(op.src ? "srcs" : "src"),
+               "expected either src (one source for every destination) or srcs (one per destination), " +
+                   std::string(op.src ? "got both" : "got neither"));
+        }
+        if (!op.srcs.empty() && op.srcs.size() != op.dsts.size()) {
+          fail(path.field("srcs"), "expected one source per destination (" + std::to_string(op.dsts.size()) +
+                                       "), got " + std::to_string(op.srcs.size()));
+        }
+        break;
       case OpType::kMultimemReduce:
         if (!op.dst && op.dsts.empty()) {
           fail(path.field("dst"), "expected a destination: dst (this rank's chunk), dsts (multicast chunks) or both");

@@ -314,8 +314,24 @@ class Resolver {
         fail("switch channels (NVLS multicast) are not run by this executor; they stay opt-in and untested here");
       case OpType::kPipeline:
         fail("pipelines do not nest");
+      case OpType::kPut:
+      case OpType::kPutPacket:
+      case OpType::kReadPutPacket:
+        if (!op.srcs.empty()) return emitPairs(op, at);
+        return emitData(op, at);
       default:
         return emitData(op, at);
+    }
+  }
+
+  // A send with one source per destination (srcs paired with dsts): one transfer per pair, in order.
+  void emitPairs(const Op& op, const Iteration& at) {
+    for (size_t i = 0; i < op.srcs.size(); ++i) {
+      Op pair;
+      pair.type = op.type;
+      pair.src = op.srcs[i];
+      pair.dsts = {op.dsts[i]};
+      emitData(pair, at);
     }
   }
 

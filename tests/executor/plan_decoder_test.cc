@@ -391,6 +391,28 @@ TEST(PlanDecoderTest, ReadReduceSourcesAreLocalOrRemote) {
   expectChunk(op.srcs[1], BufferType::kInput, 1, 1, kLocalChunk);
 }
 
+TEST(PlanDecoderTest, ASendTakesOneSourceForAllDestinationsOrOnePerDestination) {
+  const std::string in0 = R"({"buffer": "input", "index": 0})", in1 = R"({"buffer": "input", "index": 1})";
+  const std::string dsts = R"("dsts": [{"channel": 0, "buffer": "output", "index": 0},
+      {"channel": 0, "buffer": "output", "index": 1}])";
+  const Plan plan = Plan::parse(smallPlan("", R"({"op": "put", "srcs": [)" + in0 + ", " + in1 + "], " + dsts + "}"));
+  const Op& op = plan.gpu(0).threadblocks[0].ops[0];
+  EXPECT_FALSE(op.src.has_value());
+  ASSERT_EQ(op.srcs.size(), 2u);
+  expectChunk(op.srcs[1], BufferType::kInput, 1, 1, kLocalChunk);
+  const std::string at = "gpus[0].threadblocks[0].ops[0]";
+  expectPlanError(smallPlan("", R"({"op": "put", "src": )" + in0 + R"(, "srcs": [)" + in0 + ", " + in1 + "], " +
+                                    dsts + "}"),
+                  at + ".srcs",
+                  "expected either src (one source for every destination) or srcs (one per destination), got both");
+  expectPlanError(smallPlan("", R"({"op": "put", )" + dsts + "}"), at + ".src",
+                  "expected either src (one source for every destination) or srcs (one per destination), got neither");
+  expectPlanError(smallPlan("", R"({"op": "put", "srcs": [)" + in0 + "], " + dsts + "}"), at + ".srcs",
+                  "expected one source per destination (2), got 1");
+  expectPlanError(smallPlan("", R"({"op": "put_with_signal", "srcs": [)" + in0 + ", " + in1 + "], " + dsts + "}"),
+                  at + ".srcs", "not a field of a \"put_with_signal\" op (its fields: op, loc, src, dsts)");
+}
+
 TEST(PlanDecoderTest, APipelineIsSizedByIterationsOrByUnitBytesNeverBoth) {
   const std::string body = R"("body": [{"op": "copy", "src": {"buffer": "input", "index": 0},
       "dst": {"buffer": "output", "index": 0}}]})";

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -397,6 +398,36 @@ TEST(ResolveTest, PutOverAMemoryChannelIsOneTransferToThePeer) {
   EXPECT_EQ(program.scratchBytes, 2u * 512);
   EXPECT_TRUE(program.semaphoreInitialValues.empty());
   EXPECT_EQ(program.barriers, 0u);
+}
+
+// A send with one source per destination (srcs paired with dsts) resolves to what the separate sends
+// would: one transfer (or trigger) per pair, in order; only the plan op they name differs.
+TEST(ResolveTest, ASendWithPairedSourcesIsTheSeparateSendsInOrder) {
+  const auto withoutOpIndex = [](std::vector<std::string> lines) {
+    for (std::string& line : lines) line = std::regex_replace(line, std::regex(R"( \(op \d+\))"), "");
+    return lines;
+  };
+  struct Case {
+    std::string op, channelType, protocol, buffer;
+  };
+  for (const Case& c : {Case{"put", "memory", "simple", "output"}, Case{"put", "port", "simple", "output"},
+                        Case{"put_packet", "memory", "ll", "scratch"}, Case{"put_packet", "port", "ll", "scratch"}}) {
+    SCOPED_TRACE(c.op + " over " + c.channelType);
+    const std::string dst0 = R"({"channel": 0, "buffer": ")" + c.buffer + R"(", "index": 1})";
+    const std::string dst1 = R"({"channel": 0, "buffer": ")" + c.buffer + R"(", "index": 0})";
+    const std::string in0 = R"({"buffer": "input", "index": 0})", in1 = R"({"buffer": "input", "index": 1})";
+    const Plan separate = twoRanks(R"({"op": ")" + c.op + R"(", "src": )" + in0 + R"(, "dsts": [)" + dst0 + R"(]},
+                                      {"op": ")" + c.op + R"(", "src": )" + in1 + R"(, "dsts": [)" + dst1 + "]}",
+                                   c.channelType, c.protocol)
+                              .parse();
+    const Plan paired = twoRanks(R"({"op": ")" + c.op + R"(", "srcs": [)" + in0 + ", " + in1 + R"(], "dsts": [)" +
+                                     dst0 + ", " + dst1 + "]}",
+                                 c.channelType, c.protocol)
+                            .parse();
+    const std::vector<std::string> expected = withoutOpIndex(describe(resolve(separate, 0, 1024)));
+    EXPECT_EQ(withoutOpIndex(describe(resolve(paired, 0, 1024))), expected);
+    EXPECT_GE(expected.size(), 2u);
+  }
 }
 
 TEST(ResolveTest, ChannelOperandsAreTheChannelsPositionNotItsId) {

@@ -315,7 +315,7 @@ class _Builder:
             counts = " or ".join(str(len(stages)) for stages in shape.stages)
             detail = f"'{name}' takes {counts} '->', got {len(chain) - 1}; it is written {shape.usage(name)}"
             raise self.fail(detail, node)
-        self.fill(op, shape.sources, chain[0], name, shape.usage(name))
+        self.fill(op, shape.sources_of(len(chain[0].children)), chain[0], name, shape.usage(name))
         for field, refs in zip(layouts[0], chain[1:], strict=True):
             self.fill(op, (field,), refs, name, shape.usage(name))
         return op

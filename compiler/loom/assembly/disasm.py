@@ -102,10 +102,11 @@ def _chain_op(data: dict, path: str) -> str:
     shape = CHAIN_OPS[name]
     present = [stages for stages in shape.stages if all(field in data for field in stages)]
     stages = present[-1] if present else shape.stages[0]
-    allowed = {"op", "loc", *shape.sources, *stages} | ({"reduce_op"} if shape.reduces else set())
+    sources = ("srcs",) if shape.paired and "srcs" in data else shape.sources
+    allowed = {"op", "loc", *sources, *stages} | ({"reduce_op"} if shape.reduces else set())
     op = _Fields(data, path, allowed)
     words = [name, op["reduce_op"]] if shape.reduces else [name]
-    chain = [" ".join([*words, _chunks(op, shape.sources)]), *(_chunks(op, (field,)) for field in stages)]
+    chain = [" ".join([*words, _chunks(op, sources)]), *(_chunks(op, (field,)) for field in stages)]
     return " -> ".join(chain) + _loc(op)
 
 

@@ -20,12 +20,19 @@ class ChainShape:
     reduces: bool
     sources: tuple[str, ...]
     stages: tuple[tuple[str, ...], ...]  # alternatives: one field per stage, fewest stages first
+    paired: bool = False  # a send: several sources are one per destination (srcs), in order
+
+    def sources_of(self, count: int) -> tuple[str, ...]:
+        """The source fields for ``count`` source references (a paired send with several takes srcs)."""
+        return ("srcs",) if self.paired and count > 1 else self.sources
 
     def usage(self, name: str) -> str:
         """The op's form(s), e.g. 'reduce_send OP SRCS -> DSTS' or '... -> DST -> DSTS'."""
         head = name + (" OP" if self.reduces else "")
         sources = ", ".join(_FIELD_WORDS[field] for field in self.sources)
         forms = [" -> ".join([f"{head} {sources}", *(_FIELD_WORDS[f] for f in stages)]) for stages in self.stages]
+        if self.paired:
+            forms.append(f"{head} SRCS -> DSTS (source i to destination i)")
         return " or ".join(forms)
 
 
@@ -34,6 +41,7 @@ _FIELD_WORDS = {"src": "SRC", "srcs": "SRCS", "dst": "DST", "packet_dst": "PACKE
 
 _SRC_TO_DST = ChainShape(False, ("src",), (("dst",),))
 _SRC_TO_DSTS = ChainShape(False, ("src",), (("dsts",),))
+_SEND = ChainShape(False, ("src",), (("dsts",),), paired=True)
 _REDUCE = ChainShape(True, ("srcs",), (("dst",),))
 _REDUCE_SEND = ChainShape(True, ("srcs",), (("dsts",), ("dst", "dsts")))
 
@@ -42,11 +50,11 @@ CHAIN_OPS: dict[str, ChainShape] = {
     "get": _SRC_TO_DST,
     "copy_packet": _SRC_TO_DST,
     "unpack_packet": _SRC_TO_DST,
-    "put": _SRC_TO_DSTS,
+    "put": _SEND,
     "put_with_signal": _SRC_TO_DSTS,
     "put_with_signal_and_flush": _SRC_TO_DSTS,
-    "put_packet": _SRC_TO_DSTS,
-    "read_put_packet": _SRC_TO_DSTS,
+    "put_packet": _SEND,
+    "read_put_packet": _SEND,
     "multimem_broadcast": _SRC_TO_DSTS,
     "reduce": _REDUCE,
     "read_reduce": _REDUCE,

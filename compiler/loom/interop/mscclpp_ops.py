@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loom.interop.mscclpp_fields import array, fail, get, integer, obj, only_keys, shown, string
-from loom.ir.effects import longest_range
+from loom.ir.effects import PAIRED_SENDS, longest_range
 
 BUFFERS = {"i": "input", "o": "output", "s": "scratch"}
 CHANNEL_TYPES = ("memory", "port")
@@ -363,7 +363,9 @@ def _copy(op: _Op, loom: str, name: str) -> list[dict]:
 
 def _put(op: _Op, loom: str, name: str) -> list[dict]:
     """put / put_with_signal(_and_flush) / put_packet / read_put_packet: MSCCL++ pairs source i with
-    destination i (packet sends may give one source for all); Loom has one source per op."""
+    destination i (packet sends may give one source for all). Loom's put, put_packet and
+    read_put_packet take one source for all (src) or one per destination (srcs); put_with_signal(_and_flush)
+    takes one source, so MSCCL++'s with several become one op per run of equal sources."""
     kind = op.channel_type()
     if loom.startswith("put_with_signal") and kind != "port":
         raise fail(f"{op.path}.channel_type", f"{shown(name)} needs port channels, got {shown(kind)}")
@@ -378,6 +380,10 @@ def _put(op: _Op, loom: str, name: str) -> list[dict]:
         # MSCCL++'s port channel sends a scratch source as the packets it already holds.
         loom = "read_put_packet"
     dsts = [remote_ref(op, "dst_buff", i, i, "scratch" if packet else None) for i in range(ndst)]
+    if all(src == srcs[0] for src in srcs):
+        return [{"op": loom, "src": srcs[0], "dsts": dsts}]
+    if loom in PAIRED_SENDS:
+        return [{"op": loom, "srcs": srcs, "dsts": dsts}]
     out: list[dict] = []
     for src, dst in zip(srcs, dsts, strict=True):
         if out and out[-1]["src"] == src:

@@ -3,7 +3,8 @@ and the dependency pass tells packet reads from plain ones with it.
 
 Per op: the operand fields it reads, the fields it writes, and whether it reduces its sources.
 A field is ``(name, as packets)``: a packet read polls until the packets of the current call are
-there; a packet write stores data with the call's flag. ``srcs`` and ``dsts`` are lists; a
+there; a packet write stores data with the call's flag. ``srcs`` and ``dsts`` are lists (a send with
+``srcs`` moves source i to destination i, PAIRED_SENDS); a
 reference through a switch channel stands for the same range on every member of its group, so
 ``multimem_reduce`` reduces over the group and ``multimem_broadcast`` writes every member.
 """
@@ -14,15 +15,15 @@ _PLAIN_SRC = (("src", False),)
 DATA_OPS: dict[str, tuple[tuple, tuple, bool]] = {
     "copy": (_PLAIN_SRC, (("dst", False),), False),
     "get": (_PLAIN_SRC, (("dst", False),), False),
-    "put": (_PLAIN_SRC, (("dsts", False),), False),
+    "put": ((("src", False), ("srcs", False)), (("dsts", False),), False),
     "put_with_signal": (_PLAIN_SRC, (("dsts", False),), False),
     "put_with_signal_and_flush": (_PLAIN_SRC, (("dsts", False),), False),
     "reduce": ((("srcs", False),), (("dst", False),), True),
     "read_reduce": ((("srcs", False),), (("dst", False),), True),
     "reduce_send": ((("srcs", False),), (("dst", False), ("dsts", False)), True),
     "read_reduce_send": ((("srcs", False),), (("dst", False), ("dsts", False)), True),
-    "put_packet": (_PLAIN_SRC, (("dsts", True),), False),
-    "read_put_packet": ((("src", True),), (("dsts", True),), False),
+    "put_packet": ((("src", False), ("srcs", False)), (("dsts", True),), False),
+    "read_put_packet": ((("src", True), ("srcs", True)), (("dsts", True),), False),
     "copy_packet": (_PLAIN_SRC, (("dst", True),), False),
     "unpack_packet": ((("src", True),), (("dst", False),), False),
     "reduce_packet": ((("src", False), ("srcs", True)), (("dst", False),), True),
@@ -36,6 +37,10 @@ DATA_OPS: dict[str, tuple[tuple, tuple, bool]] = {
     "multimem_reduce": (_PLAIN_SRC, (("dst", False), ("dsts", False)), True),
     "multimem_broadcast": (_PLAIN_SRC, (("dsts", False),), False),
 }
+
+# Sends that take one source for every destination (``src``) or one per destination (``srcs``, paired
+# with ``dsts`` in order: MSCCL++'s sends of several chunks to several peers in one op).
+PAIRED_SENDS = frozenset({"put", "put_packet", "read_put_packet"})
 
 # The fields of an op (plan JSON) that hold chunk references: one reference, or a list of them.
 REF_FIELDS = ("src", "srcs", "dst", "packet_dst", "dsts")

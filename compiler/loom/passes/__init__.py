@@ -16,6 +16,7 @@ from loom.passes import (
     fuse_multi_channel,
     fuse_multi_dst,
     fuse_multimem,
+    fuse_paired_sends,
     fuse_put_signal,
     fuse_read_reduce_send,
     fuse_reduce_chain,
@@ -39,6 +40,7 @@ FUSION_PASSES: list = [
     fuse_read_reduce_send,
     fuse_multimem,
     fuse_put_signal,  # before fuse_multi_channel, which would otherwise take the signal into a multi-channel one
+    fuse_paired_sends,  # after the rules that take a put of one source
     fuse_multi_channel,
 ]
 

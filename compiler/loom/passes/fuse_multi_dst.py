@@ -19,7 +19,7 @@ _SENDS = frozenset({"put", "put_packet", "read_put_packet"})
 
 
 def _fuse(gpu: ir.Gpu, first: ir.Op, second: ir.Op) -> ir.Op | None:
-    if first.op not in _SENDS or second.op != first.op or first.src != second.src:
+    if first.op not in _SENDS or second.op != first.op or first.src is None or first.src != second.src:
         return None
     dsts = first.dsts + second.dsts
     if len(set(dsts)) != len(dsts) or len({channel_type(gpu, ref) for ref in dsts}) != 1:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from loom.errors import PlanError
-from loom.ir.effects import DATA_OPS, REF_FIELDS, longest_range, refs_of
+from loom.ir.effects import DATA_OPS, PAIRED_SENDS, REF_FIELDS, longest_range, refs_of
 from loom.ir.shapes import buffer_slots, inplace_alias
 from loom.verify.report import Finding, FindingLog, finding_at, loc_text, op_text
 
@@ -154,12 +154,14 @@ class Program:
         steps = []
         for index, op in enumerate(tb["ops"]):
             if op["op"] != "pipeline":
-                steps.append(self._step(Step(rank, tb["id"], index, None, None, op), tbs, self._part(0, 1)))
+                for one in _pairs(op):
+                    steps.append(self._step(Step(rank, tb["id"], index, None, None, one), tbs, self._part(0, 1)))
                 continue
             iterations, part = self._iterations_of(op)
             for i in range(iterations):
                 for body, inner in enumerate(op["body"]):
-                    steps.append(self._step(Step(rank, tb["id"], index, body, i, inner, op), tbs, part(i)))
+                    for one in _pairs(inner):
+                        steps.append(self._step(Step(rank, tb["id"], index, body, i, one, op), tbs, part(i)))
         return steps
 
     def _part(self, piece: int, pieces: int) -> Callable[[int], tuple[int, int]]:
@@ -185,7 +187,9 @@ class Program:
         if name in DATA_OPS:
             reads, writes, step.reduces = DATA_OPS[name]
             counts = {ref.get("count", 1) for f in REF_FIELDS for ref in refs_of(op, f)}
-            if len(counts) > 1:
+            if name in PAIRED_SENDS and "srcs" in op:  # _pairs left it whole: the counts differ
+                problem = f"it has {len(op['srcs'])} sources for {len(op['dsts'])} destinations (srcs pair with dsts)"
+            elif len(counts) > 1:
                 problem = f"its chunk ranges differ in length ({', '.join(map(str, sorted(counts)))} chunks)"
             for fields, out in ((reads, step.reads), (writes, step.writes)):
                 for name_, packet in fields:
@@ -311,3 +315,12 @@ def _pair(gpus: dict[int, dict]) -> dict[tuple[int, int], tuple[int, int]]:
         for mine, theirs in zip(ids, ends.get((peer, rank, kind), []), strict=False):
             paired[(rank, mine)] = (peer, theirs)
     return paired
+
+
+def _pairs(op: dict) -> list[dict]:
+    """A send with one source per destination (``srcs`` paired with ``dsts``) as the sends it makes, one
+    per pair in order, each shown as that pair; any other op (or a send whose counts differ) as itself."""
+    if op["op"] not in PAIRED_SENDS or "srcs" not in op or len(op["srcs"]) != len(op.get("dsts", [])):
+        return [op]
+    rest = {key: value for key, value in op.items() if key not in ("srcs", "dsts")}
+    return [{**rest, "src": src, "dsts": [dst]} for src, dst in zip(op["srcs"], op["dsts"], strict=True)]

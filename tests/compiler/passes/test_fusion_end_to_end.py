@@ -130,8 +130,11 @@ def test_packet_reduction_packing_and_forwarding_become_one_op() -> None:
         + ["read_put_packet", "unpack_packet", "unpack_packet"]
     )
     fused = _rank0(packet_program(True))
-    assert _names(fused) == ["put_packet", "put_packet", "reduce_copy_send_packet", "unpack_packet", "unpack_packet"]
-    op = fused[2]
+    assert _names(fused) == ["put_packet", "reduce_copy_send_packet", "unpack_packet", "unpack_packet"]
+    puts = fused[0]  # rank 0 sends input[p] to peer p: one op, a source per destination (rule 6a)
+    assert puts.src is None and puts.srcs == [ChunkRef("input", 1), ChunkRef("input", 2)]
+    assert [ref.channel for ref in puts.dsts] == [0, 1]
+    op = fused[1]
     assert op.packet_dst == ChunkRef("scratch", 2) and op.dst == ChunkRef("output", 0)
     assert op.dsts == [ChunkRef("scratch", 3, 1, 0), ChunkRef("scratch", 3, 1, 1)]  # the slot of rank 0 at each peer
 

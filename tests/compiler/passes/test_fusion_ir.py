@@ -68,6 +68,7 @@ def test_fusion_passes_are_registered_in_order() -> None:
         "fuse_read_reduce_send",
         "fuse_multimem",
         "fuse_put_signal",
+        "fuse_paired_sends",
         "fuse_multi_channel",
     ]
 

@@ -103,6 +103,7 @@ def test_every_pass_has_positive_and_negative_cases() -> None:
             "fuse_multi_channel",
             "fuse_multi_dst",
             "fuse_multimem",
+            "fuse_paired_sends",
             "fuse_put_signal",
             "fuse_read_reduce_send",
             "fuse_reduce_chain",
