@@ -1,6 +1,6 @@
-"""Fusion rule 7: consecutive ``signal``s (or ``wait``s) of one thread block -> one multi-channel op.
+"""Fusion rule 7: consecutive ``signal``s (``wait``s, ``flush``es) of one thread block -> one multi-channel op.
 
-Two signals (or two waits) merge when they have the same ``relaxed`` and the same ``data_sync``, no
+Two signals (or two waits, or two flushes) merge when they have the same ``relaxed`` and the same ``data_sync``, no
 channel in common and channels of one type; the merged op lists the first op's channels, then the
 second's. A chain folds into one op.
 
@@ -11,6 +11,8 @@ second's. A chain folds into one op.
   them, so those syncs guard nothing; the union of what both ops guarded is exactly that value on
   the merged op. Ops with different values are not merged, nor ops with different ``relaxed``
   (a relaxed signal skips the fence the other one makes).
+- Flushes: port channels only; the merged op waits for every channel's proxy work, each channel in
+  its own thread, where two ops waited for one after the other (MSCCL++ merges them the same way).
 - Channel types: memory and port channels signal differently (a store to the peer's semaphore vs a
   request to the proxy), so one op covers channels of one type.
 """
@@ -24,7 +26,7 @@ from loom.passes.fuse_adjacent import channel_type, fuse_adjacent
 
 
 def _fuse(gpu: ir.Gpu, first: ir.Op, second: ir.Op) -> ir.Op | None:
-    if first.op not in ("signal", "wait") or second.op != first.op:
+    if first.op not in ("signal", "wait", "flush") or second.op != first.op:
         return None
     if (first.relaxed, first.data_sync) != (second.relaxed, second.data_sync):
         return None
