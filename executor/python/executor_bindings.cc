@@ -82,6 +82,8 @@ void bindExecutor(py::module_& module) {
         py::dict out;
         out["plans_built"] = stats.plansBuilt;
         out["contexts_built"] = stats.contextsBuilt;
+        out["specialized_transfers"] = stats.specializedTransfers;
+        out["generic_transfers"] = stats.genericTransfers;
         out["launches"] = stats.launches;
         return out;
       });

@@ -5,6 +5,7 @@
 
 #include "loom/error.hpp"
 #include "resolve.hpp"
+#include "specialize.hpp"
 
 namespace loom {
 namespace {
@@ -18,6 +19,8 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
                          uint64_t serial) {
   const uint32_t rank = uint32_t(communicator.rank());
   ResolvedProgram resolved = resolve(resources.plan(), rank, messageBytes);
+  if (!genericPathForced()) specialize(resolved);
+  transfers_ = countTransfers(resolved);
   scratchBytes_ = resolved.scratchBytes;
   const TransportFlags transports = resources.transports();
   // Registrations refer to the user's memory, not a copy: nothing is copied per call.

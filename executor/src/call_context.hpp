@@ -14,6 +14,7 @@
 #include "loom/device/program.hpp"
 #include "loom/registered_memory.hpp"
 #include "plan_resources.hpp"
+#include "specialize.hpp"
 
 namespace loom {
 
@@ -26,6 +27,8 @@ class CallContext {
 
   const device::Program& program() const { return program_; }
   uint64_t scratchBytes() const { return scratchBytes_; }
+  // How many of this context's data ops run specialised and how many generically.
+  const TransferCounts& transfers() const { return transfers_; }
 
  private:
   struct PeerBuffers {
@@ -43,6 +46,7 @@ class CallContext {
   std::shared_ptr<void> deviceData_;
   device::Program program_{};
   uint64_t scratchBytes_ = 0;
+  TransferCounts transfers_;
 };
 
 }  // namespace loom

@@ -223,6 +223,8 @@ struct Executor::Impl {
         std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output,
                                       cached.bindsUserBuffers, ++serial);
     ++stats.contextsBuilt;
+    stats.specializedTransfers += context->transfers().specialized;
+    stats.genericTransfers += context->transfers().generic;
     cached.order.push_front(key);
     auto [it, inserted] = cached.contexts.emplace(key, std::make_pair(std::move(context), cached.order.begin()));
     return *it->second.first;

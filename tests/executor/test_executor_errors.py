@@ -136,5 +136,12 @@ def test_second_call_with_same_buffers_builds_nothing():
 
     results = _on_ranks(2, body)
     stats, target = results[0]
-    assert stats == {"plans_built": 1, "contexts_built": 1, "launches": 5}
+    assert stats == {
+        "plans_built": 1,
+        "contexts_built": 1,
+        "launches": 5,
+        "specialized_transfers": stats["specialized_transfers"],
+        "generic_transfers": 0,
+    }
+    assert stats["specialized_transfers"] > 0
     assert np.array_equal(target, np.full(1024, 2, np.float32))

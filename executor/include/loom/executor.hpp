@@ -27,6 +27,8 @@ struct ExecutorStats {
   uint64_t plansBuilt = 0;     // plan setups (connections, semaphores, scratch)
   uint64_t contextsBuilt = 0;  // resolutions with buffer exchange
   uint64_t launches = 0;
+  uint64_t specializedTransfers = 0;  // data ops of the contexts built that run specialised (fast path)
+  uint64_t genericTransfers = 0;      // and generically
 };
 
 // Bytes of one rank's output for a call whose input is `messageBytes` (n x for all-gather, 1/n for

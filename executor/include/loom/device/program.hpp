@@ -16,6 +16,9 @@ namespace loom::device {
 
 enum class OpCode : uint8_t {
   kTransfer,    // move or reduce bytes: any mix of local, peer (memory channel) and packet operands
+  kCopy,        // a kTransfer resolution specialised: one plain source, one plain destination
+  kFastTransfer,  // a kTransfer specialised: 1-8 sources (plain, then `packetSources` of packets),
+                  // 1-8 destinations; fast_transfer.hpp
   kPortPut,     // ask the proxy to copy one local range to each port destination (+ signal, + flush)
   kSignal,      // one channel per operand
   kWait,        // one channel per operand
@@ -37,6 +40,9 @@ inline constexpr uint8_t kOpReadsOnly = 64;   // kFlush: wait only until the pro
 // Sources and destinations of one transfer are gathered in registers; the resolver keeps ops
 // within this bound (a reduction over every peer of a 64-rank node, plus its local operands).
 inline constexpr uint32_t kMaxTransferOperands = 72;
+// A kFastTransfer has at most this many sources and this many destinations (its loops over them
+// unroll to this count, so its operands stay in registers).
+inline constexpr uint32_t kMaxFastOperands = 8;
 
 inline constexpr uint16_t kLocalOperand = 0xFFFF;  // Operand::channel of this rank's own buffers
 // Operand::buffer of a port channel's staging area: packets bound for a peer over a port channel are
@@ -63,7 +69,7 @@ struct Op {
   uint32_t planOp;       // the op's index in its plan thread block (a pipeline's index for its body)
   uint32_t barrier;      // kBarrier: the rank's barrier counter
   uint32_t participants;  // kBarrier: how many thread blocks meet
-  uint32_t reserved;
+  uint32_t packetSources;  // kFastTransfer: the last this many sources are LL packets
   uint64_t bytes;        // kTransfer / kPortPut: data bytes moved
 };
 

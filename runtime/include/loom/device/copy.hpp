@@ -23,9 +23,9 @@ LOOM_HOST_DEVICE uint64_t copyWords(void* dst, const void* src, uint64_t bytes, 
   uint64_t i = thread;
   for (; i + uint64_t(threads) * (kUnroll - 1) < words; i += stride) {
     Word staged[kUnroll];
-#pragma unroll
+LOOM_UNROLL
     for (int u = 0; u < kUnroll; ++u) staged[u] = in[i + uint64_t(u) * threads];
-#pragma unroll
+LOOM_UNROLL
     for (int u = 0; u < kUnroll; ++u) out[i + uint64_t(u) * threads] = staged[u];
   }
   for (; i < words; i += threads) out[i] = in[i];

@@ -18,3 +18,11 @@
 #else
 #define LOOM_DEVICE_PASS 0
 #endif
+
+// Unrolls the loop that follows in nvcc (the host compiler decides for itself): loops over a fixed
+// number of operands unroll so that their arrays stay in registers.
+#if defined(__CUDACC__)
+#define LOOM_UNROLL _Pragma("unroll")
+#else
+#define LOOM_UNROLL
+#endif

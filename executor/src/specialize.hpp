@@ -1,0 +1,27 @@
+#pragma once
+
+// The fast path, decided at resolution: the transfers of a resolved program whose shape has a
+// specialised handler are marked for it (loom/device/fast_transfer.hpp); everything else stays a
+// generic kTransfer. The handlers compute what the generic one does, bit for bit, so this changes
+// speed only. LOOM_GENERIC_PATH=1 (a strict boolean) leaves every transfer generic, so that tests
+// can compare the two paths on the same plan.
+
+#include "resolve.hpp"
+
+namespace loom {
+
+// Marks the specialisable transfers of `program` (op codes kCopy and kFastTransfer).
+void specialize(ResolvedProgram& program);
+
+// How many of a program's data ops run specialised and how many generically (kTransfer).
+struct TransferCounts {
+  uint64_t specialized = 0;
+  uint64_t generic = 0;
+};
+TransferCounts countTransfers(const ResolvedProgram& program);
+
+// Whether LOOM_GENERIC_PATH asks for the generic path; a value that is not a boolean is an error
+// naming the variable.
+bool genericPathForced();
+
+}  // namespace loom

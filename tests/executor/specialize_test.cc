@@ -1,0 +1,117 @@
+// The fast path's choice (executor/src/specialize.cc): which resolved transfers get a specialised
+// handler and which stay generic. That both paths compute the same bits is tested end to end on the
+// CPU backend (tests/executor/test_fast_path.py).
+
+#include "specialize.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "loom/error.hpp"
+#include "resolve.hpp"
+#include "resolved_program_text.hpp"
+
+namespace loom {
+namespace {
+
+using namespace test;  // NOLINT(google-build-using-namespace): the plan and program text helpers
+
+std::vector<std::string> specialized(const Plan& plan, uint64_t bytes = 1024) {
+  ResolvedProgram program = resolve(plan, 0, bytes);
+  specialize(program);
+  return describe(program);
+}
+
+const std::string kIn0 = R"({"buffer": "input", "index": 0})";
+const std::string kIn1 = R"({"buffer": "input", "index": 1})";
+const std::string kOut0 = R"({"buffer": "output", "index": 0})";
+
+std::string peer(const std::string& buffer, int index, int channel = 0) {
+  return R"({"channel": )" + std::to_string(channel) + R"(, "buffer": ")" + buffer + R"(", "index": )" +
+         std::to_string(index) + "}";
+}
+
+TEST(SpecializeTest, APlainCopyBecomesTheVectorisedCopy) {
+  const Plan plan = twoRanks(R"({"op": "put", "src": )" + kIn0 + R"(, "dsts": [)" + peer("output", 0) + "]}").parse();
+  EXPECT_EQ(specialized(plan), std::vector<std::string>{"copy bytes=512 (op 0): local:input+0 -> ch0:output+0"});
+}
+
+TEST(SpecializeTest, PutsAndReductionsOfUpToEightOperandsBecomeFastTransfers) {
+  PlanText text = twoRanks(R"({"op": "put", "src": )" + kIn0 + R"(, "dsts": [)" + peer("output", 0) + ", " +
+                           peer("output", 1) + R"(]},
+      {"op": "reduce", "reduce_op": "sum", "srcs": [)" + kIn0 + ", " + kIn1 + R"(, {"buffer": "scratch", "index": 0}],
+       "dst": )" + kOut0 + "}");
+  EXPECT_EQ(specialized(text.parse()),
+            (std::vector<std::string>{
+                "fast_transfer bytes=512 packet_sources=0 (op 0): local:input+0 -> ch0:output+0, ch0:output+512",
+                "fast_transfer reduces bytes=512 packet_sources=0 (op 1): local:input+0, local:input+512, "
+                "local:scratch+0 -> local:output+0",
+            }));
+}
+
+TEST(SpecializeTest, PacketSourcesAfterThePlainOnesAreCounted) {
+  // LL: the packet reduction of an all-reduce (its own chunk plus a peer's packets, result kept and sent
+  // as packets), a packet put, and an unpack (a packet source alone).
+  PlanText text = twoRanks(R"({"op": "put_packet", "src": )" + kIn0 + R"(, "dsts": [)" + peer("scratch", 0) + R"(]},
+      {"op": "reduce_send_packet", "reduce_op": "sum", "src": )" + kIn1 +
+                               R"(, "srcs": [{"buffer": "scratch", "index": 1}], "dst": {"buffer": "input", "index": 1},
+       "dsts": [)" + peer("scratch", 1) + R"(]},
+      {"op": "unpack_packet", "src": {"buffer": "scratch", "index": 1}, "dst": )" + kOut0 + "}",
+                           "memory", "ll");
+  const std::vector<std::string> lines = specialized(text.parse());
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].substr(0, lines[0].find(" (")), "fast_transfer bytes=512 packet_sources=0");
+  EXPECT_EQ(lines[1].substr(0, lines[1].find(" (")), "fast_transfer reduces bytes=512 packet_sources=1");
+  EXPECT_EQ(lines[2].substr(0, lines[2].find(" (")), "fast_transfer bytes=512 packet_sources=1");
+}
+
+TEST(SpecializeTest, MoreThanEightSourcesOrDestinationsStayGeneric) {
+  PlanText text = twoRanks("");
+  text.ranks[0].inputChunks = text.ranks[0].outputChunks = text.ranks[1].inputChunks = text.ranks[1].outputChunks = 9;
+  std::string nine, nineDsts;
+  for (int i = 0; i < 9; ++i) {
+    nine += std::string(i ? ", " : "") + R"({"buffer": "input", "index": )" + std::to_string(i) + "}";
+    nineDsts += std::string(i ? ", " : "") + peer("output", i);
+  }
+  text.ranks[0].threadblocks = threadblock(0, R"({"op": "reduce", "reduce_op": "max", "srcs": [)" + nine +
+                                                  R"(], "dst": )" + kOut0 + R"(},
+      {"op": "put", "src": )" + kIn0 + R"(, "dsts": [)" + nineDsts + "]}");
+  const std::vector<std::string> lines = specialized(text.parse(), 9 * 16);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].substr(0, lines[0].find(" (")), "transfer reduces bytes=16");
+  EXPECT_EQ(lines[1].substr(0, lines[1].find(" (")), "transfer bytes=16");
+}
+
+TEST(SpecializeTest, ProxyTriggersAndSyncOpsAreLeftAlone) {
+  const Plan plan = twoRanks(R"({"op": "put_with_signal", "src": )" + kIn0 + R"(, "dsts": [)" + peer("output", 0) +
+                                 R"(]}, {"op": "wait", "channels": [0]})",
+                             "port")
+                        .parse();
+  ResolvedProgram program = resolve(plan, 0, 1024);
+  const std::vector<std::string> before = describe(program);
+  specialize(program);
+  EXPECT_EQ(describe(program), before);
+}
+
+TEST(SpecializeTest, LoomGenericPathIsAStrictBoolean) {
+  unsetenv("LOOM_GENERIC_PATH");
+  EXPECT_FALSE(genericPathForced());
+  setenv("LOOM_GENERIC_PATH", "1", 1);
+  EXPECT_TRUE(genericPathForced());
+  setenv("LOOM_GENERIC_PATH", "0", 1);
+  EXPECT_FALSE(genericPathForced());
+  setenv("LOOM_GENERIC_PATH", "fast", 1);
+  try {
+    genericPathForced();
+    ADD_FAILURE() << "no error for LOOM_GENERIC_PATH=fast";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("LOOM_GENERIC_PATH"), std::string::npos) << error.what();
+  }
+  unsetenv("LOOM_GENERIC_PATH");
+}
+
+}  // namespace
+}  // namespace loom
