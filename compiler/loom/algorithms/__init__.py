@@ -151,6 +151,16 @@ _ENTRIES = [
         options={"iterations": 4},
     ),
     Algorithm(
+        "allreduce_zero_copy",
+        "allreduce_zero_copy",
+        "allreduce",
+        "simple",
+        "every rank reads its piece of each peer's input, reduces it and writes the result into its own and"
+        " every peer's output: one pass, no scratch",
+        min_message_bytes=MiB + 1,
+        max_message_bytes=64 * MiB,
+    ),
+    Algorithm(
         "allreduce_hierarchical",
         "allreduce_hierarchical",
         "allreduce",

@@ -18,6 +18,7 @@ EXPECTED = {
     "allreduce_rs_ag",
     "allreduce_rs_ag_pipelined",
     "allreduce_hierarchical",
+    "allreduce_zero_copy",
     "allgather_fullmesh_packet",
     "allgather_fullmesh",
     "allgather_ring",

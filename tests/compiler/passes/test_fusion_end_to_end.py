@@ -106,9 +106,11 @@ def test_read_reduce_send_and_multi_channel_syncs() -> None:
         + ["signal", "signal", "wait", "wait"]
     )
     fused = _rank0(read_reduce_program(True))
-    assert _names(fused) == ["signal", "wait", "read_reduce", "nop", "read_reduce_send", "signal", "wait"]
+    # The two read-reduces chain into one (rule 1a), which then takes the put (rule 5).
+    assert _names(fused) == ["signal", "wait", "read_reduce_send", "signal", "wait"]
     assert fused[0].channels == [0, 1] and fused[1].channels == [0, 1]
-    send = fused[4]
+    send = fused[2]
+    assert len(send.srcs) == 3
     assert send.dst == ChunkRef("output", 0) and send.dsts == [ChunkRef("output", 0, 1, 0), ChunkRef("output", 0, 1, 1)]
 
 
