@@ -38,6 +38,7 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
   program_.barriers = resources.barriers();
   program_.wait = communicator.deviceDiagnostics().waitContext();
   program_.blocks = resolved.blocks();
+  program_.specialized = transfers_.generic == 0 ? 1 : 0;
 }
 
 // Each rank sends its three registrations to every peer it has a channel to and receives theirs.

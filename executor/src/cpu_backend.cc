@@ -54,7 +54,11 @@ class CpuBackend final : public Backend {
         threads.emplace_back([&, block] {
           try {
             device::hostThreadBlock = int32_t(block);
-            device::runBlock<Reduce>(program, block, 0, 1);
+            if (program.specialized) {
+              device::runBlock<Reduce, true>(program, block, 0, 1);
+            } else {
+              device::runBlock<Reduce, false>(program, block, 0, 1);
+            }
           } catch (...) {
             failures[block] = std::current_exception();
           }

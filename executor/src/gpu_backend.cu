@@ -17,9 +17,11 @@
 namespace loom {
 namespace {
 
-template <typename Reduce>
+// Two kernels per (data type, operator): the fast one for programs whose data ops are all specialised
+// (Program::specialized), the generic one for the rest (interpreter.hpp, runData).
+template <typename Reduce, bool kFast>
 __global__ void __launch_bounds__(1024) interpret(device::Program program) {
-  device::runBlock<Reduce>(program, blockIdx.x, threadIdx.x, blockDim.x);
+  device::runBlock<Reduce, kFast>(program, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
 class GpuBackend final : public Backend {
@@ -57,7 +59,8 @@ class GpuBackend final : public Backend {
 
   void launch(const device::Program& program, uint32_t threads, DataType type, ReduceOp op, void* stream) override {
     dispatchReduce(type, op, [&]<typename Reduce>() {
-      interpret<Reduce><<<program.blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(program);
+      const auto kernel = program.specialized ? interpret<Reduce, true> : interpret<Reduce, false>;
+      kernel<<<program.blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(program);
     });
     const cudaError_t status = cudaGetLastError();
     if (status != cudaSuccess) {
@@ -76,9 +79,14 @@ class GpuBackend final : public Backend {
     const auto key = std::make_tuple(threads, type, op);
     if (auto found = residentBlocks_.find(key); found != residentBlocks_.end()) return found->second;
     int perMultiprocessor = 0;
-    dispatchReduce(type, op, [&]<typename Reduce>() {
-      checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perMultiprocessor, interpret<Reduce>, int(threads), 0),
+    dispatchReduce(type, op, [&]<typename Reduce>() {  // the fewer of the two kernels'
+      int fast = 0;
+      checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perMultiprocessor, interpret<Reduce, false>,
+                                                              int(threads), 0),
                 "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+      checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fast, interpret<Reduce, true>, int(threads), 0),
+                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+      perMultiprocessor = std::min(perMultiprocessor, fast);
     });
     int multiprocessors = 0;
     checkCuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device_),

@@ -4,10 +4,12 @@
 // transfer (executor/src/specialize.cc): a put to a few peers, packets to a few peers, a reduction of
 // up to 8 sources, the packet reduction of LL all-reduces. Against the generic handler
 // (transfer.hpp) it gathers its operands once per op into arrays the compiler keeps in registers
-// (loops unrolled to kMaxFastOperands), decides alignment once per op instead of per unit, and
-// reads every packet source of a unit before it tests any flag, so the polls of all peers overlap.
-// The arithmetic is the generic handler's, in the same order: results are bit for bit the same
-// (LOOM_GENERIC_PATH=1 runs every transfer generically, to compare).
+// (loops unrolled to kMaxFastOperands, no 72-entry operand array), decides alignment once per op
+// instead of per unit, and reads every packet source of a unit before it waits for any, so the
+// polls of all peers overlap. It never calls the generic handler, so a kernel of fast ops alone
+// (interpreter.hpp, runBlock<Reduce, true>) carries none of the generic path. The arithmetic is the
+// generic handler's, in the same order: results are bit for bit the same (LOOM_GENERIC_PATH=1 runs
+// every transfer generically, to compare).
 
 #include <cstdint>
 
@@ -20,68 +22,113 @@
 
 namespace loom::device {
 
+// The operands of one fast transfer, gathered once per op.
+struct FastOperands {
+  uint8_t* src[kMaxFastOperands];
+  uint8_t* dst[kMaxFastOperands];
+  bool dstPacket[kMaxFastOperands];
+  uint32_t sources, destinations, plainSources;
+  bool aligned;  // every plain operand starts on a 16-byte boundary
+};
+
+LOOM_HOST_DEVICE FastOperands gatherFastOperands(const BlockState& s, const Op& op) {
+  FastOperands f;
+  const Operand* operands = s.program.operands + op.first;
+  f.sources = op.srcs;
+  f.destinations = op.dsts;
+  f.plainSources = op.srcs - op.packetSources;
+  uintptr_t addressBits = 0;  // the plain operands' addresses or-ed: aligned when its low 4 bits are 0
+  LOOM_UNROLL
+  for (uint32_t i = 0; i < kMaxFastOperands; ++i) {
+    f.src[i] = i < f.sources ? operandAddress(s, operands[i]) : nullptr;
+    if (i < f.plainSources) addressBits |= reinterpret_cast<uintptr_t>(f.src[i]);
+    f.dst[i] = i < f.destinations ? operandAddress(s, operands[f.sources + i]) : nullptr;
+    f.dstPacket[i] = i < f.destinations && operands[f.sources + i].packet != 0;
+    if (i < f.destinations && !f.dstPacket[i]) addressBits |= reinterpret_cast<uintptr_t>(f.dst[i]);
+  }
+  f.aligned = addressBits % 16 == 0;
+  return f;
+}
+
+// Units from `begin` on, each operand read and written through UnitIo (any alignment, a short last
+// unit): for what the whole-unit loop below does not take.
+template <typename Units>
+LOOM_HOST_DEVICE void fastUnitsByParts(const BlockState& s, const Op& op, const FastOperands& f, uint64_t begin) {
+  const uint64_t units = (op.bytes + 15) / 16;
+  const int32_t planOp = int32_t(op.planOp);
+  for (uint64_t unit = begin + s.thread; unit < units; unit += s.threads) {
+    const uint64_t bytes = unit + 1 < units || op.bytes % 16 == 0 ? 16 : op.bytes % 16;
+    const auto io = [&](uint8_t* address, bool packet) {
+      return UnitIo{address, packet, reinterpret_cast<uintptr_t>(address) % 16 == 0};
+    };
+    typename Units::Acc acc = Units::start(io(f.src[0], f.plainSources == 0).load(unit, bytes, s, planOp));
+    LOOM_UNROLL
+    for (uint32_t i = 1; i < kMaxFastOperands; ++i) {
+      if (i < f.sources) Units::add(acc, io(f.src[i], i >= f.plainSources).load(unit, bytes, s, planOp));
+    }
+    const Vec16 result = Units::finish(acc);
+    LOOM_UNROLL
+    for (uint32_t i = 0; i < kMaxFastOperands; ++i) {
+      if (i < f.destinations) io(f.dst[i], f.dstPacket[i]).store(unit, bytes, result, s);
+    }
+  }
+}
+
 template <typename Units>
 LOOM_HOST_DEVICE void runFastTransfer(const BlockState& s, const Op& op) {
   constexpr uint32_t K = kMaxFastOperands;
-  const Operand* operands = s.program.operands + op.first;
-  const uint32_t sources = op.srcs, destinations = op.dsts, plainSources = op.srcs - op.packetSources;
-  uint8_t* src[K];
-  uint8_t* dst[K];
-  bool dstPacket[K];
-  uintptr_t addressBits = 0;  // the plain operands' addresses or-ed: 16-byte aligned when its low bits are 0
-LOOM_UNROLL
-  for (uint32_t i = 0; i < K; ++i) {
-    src[i] = i < sources ? operandAddress(s, operands[i]) : nullptr;
-    if (i < plainSources) addressBits |= reinterpret_cast<uintptr_t>(src[i]);
-    dst[i] = i < destinations ? operandAddress(s, operands[sources + i]) : nullptr;
-    dstPacket[i] = i < destinations && operands[sources + i].packet != 0;
-    if (i < destinations && !dstPacket[i]) addressBits |= reinterpret_cast<uintptr_t>(dst[i]);
-  }
-  // Whole 16-byte units here; the short last unit, or every unit when a plain operand is not
-  // 16-byte aligned, goes through the generic handler.
-  const uint64_t whole = addressBits % 16 == 0 ? op.bytes / 16 : 0;
+  const FastOperands f = gatherFastOperands(s, op);
+  const uint64_t whole = f.aligned ? op.bytes / 16 : 0;
   const int32_t planOp = int32_t(op.planOp);
   const uint64_t flags = LL16Packet::bothFlags(s.flag);
   for (uint64_t unit = s.thread; unit < whole; unit += s.threads) {
-    Vec16 in[K];
-    uint64_t seen[K][2];
-LOOM_UNROLL
-    for (uint32_t i = 0; i < K; ++i) {
-      if (i < plainSources) {
-        in[i] = reinterpret_cast<const Vec16*>(src[i])[unit];
-      } else if (i < sources) {
-        const LL16Packet* packets = reinterpret_cast<const LL16Packet*>(src[i]) + 2 * unit;
-        seen[i][0] = packets[0].look(in[i].x);
-        seen[i][1] = packets[1].look(in[i].y);
-      }
-    }
-LOOM_UNROLL
-    for (uint32_t i = 0; i < K; ++i) {  // only now wait for the packets that were not there yet
-      if (i >= plainSources && i < sources) {
-        const LL16Packet* packets = reinterpret_cast<const LL16Packet*>(src[i]) + 2 * unit;
-        if (seen[i][0] != flags) in[i].x = packets[0].read(s.flag, s.program.wait, planOp);
-        if (seen[i][1] != flags) in[i].y = packets[1].read(s.flag, s.program.wait, planOp);
-      }
-    }
-    typename Units::Acc acc = Units::start(in[0]);
-LOOM_UNROLL
+    // Plain sources first, in order, combined as they arrive (their loads are independent, so they
+    // are in flight together); then every packet source is read once before any is waited for.
+    typename Units::Acc acc{};
+    if (f.plainSources > 0) acc = Units::start(reinterpret_cast<const Vec16*>(f.src[0])[unit]);
+    LOOM_UNROLL
     for (uint32_t i = 1; i < K; ++i) {
-      if (i < sources) Units::add(acc, in[i]);
+      if (i < f.plainSources) Units::add(acc, reinterpret_cast<const Vec16*>(f.src[i])[unit]);
+    }
+    Vec16 in[K];
+    bool ready[K];
+    LOOM_UNROLL
+    for (uint32_t i = 0; i < K; ++i) {
+      if (i >= f.plainSources && i < f.sources) {
+        const LL16Packet* packets = reinterpret_cast<const LL16Packet*>(f.src[i]) + 2 * unit;
+        const bool low = packets[0].look(in[i].x) == flags;
+        ready[i] = packets[1].look(in[i].y) == flags && low;
+      }
+    }
+    LOOM_UNROLL
+    for (uint32_t i = 0; i < K; ++i) {
+      if (i >= f.plainSources && i < f.sources) {
+        if (!ready[i]) {  // only now wait for the packets that were not there at the first look
+          const LL16Packet* packets = reinterpret_cast<const LL16Packet*>(f.src[i]) + 2 * unit;
+          in[i].x = packets[0].read(s.flag, s.program.wait, planOp);
+          in[i].y = packets[1].read(s.flag, s.program.wait, planOp);
+        }
+        if (i == 0) {
+          acc = Units::start(in[i]);
+        } else {
+          Units::add(acc, in[i]);
+        }
+      }
     }
     const Vec16 result = Units::finish(acc);
-LOOM_UNROLL
+    LOOM_UNROLL
     for (uint32_t i = 0; i < K; ++i) {
-      if (i >= destinations) continue;
-      if (dstPacket[i]) {
-        LL16Packet* packets = reinterpret_cast<LL16Packet*>(dst[i]) + 2 * unit;
+      if (i >= f.destinations) continue;
+      if (f.dstPacket[i]) {
+        LL16Packet* packets = reinterpret_cast<LL16Packet*>(f.dst[i]) + 2 * unit;
         packets[0].write(result.x, s.flag);
         packets[1].write(result.y, s.flag);
       } else {
-        reinterpret_cast<Vec16*>(dst[i])[unit] = result;
+        reinterpret_cast<Vec16*>(f.dst[i])[unit] = result;
       }
     }
   }
-  transferUnits<Units>(s, op, whole);
+  fastUnitsByParts<Units>(s, op, f, whole);  // the short last unit, or every unit when not aligned
 }
 
 }  // namespace loom::device

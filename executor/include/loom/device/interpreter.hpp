@@ -109,23 +109,34 @@ LOOM_HOST_DEVICE void runSemAcquire(const BlockState& s, const Op& op) {
   }
 }
 
-template <typename Reduce>
+// A data op. `kFast`: the program's data ops are all specialised (Program::specialized), and the
+// kernel carries the fast handlers and none of the generic one; otherwise the generic handler runs
+// every data op, specialised or not, and the kernel carries none of the fast ones. Keeping the two
+// apart keeps each kernel's registers and stack to what its own handlers need.
+template <typename Reduce, bool kFast>
+LOOM_HOST_DEVICE void runData(const BlockState& s, const Op& op) {
+  if constexpr (!kFast) {
+    runTransfer<Reduce>(s, op);
+  } else if (op.code == OpCode::kCopy) {
+    copyBytes(operandAddress(s, s.program.operands[op.first + 1]), operandAddress(s, s.program.operands[op.first]),
+              op.bytes, s.thread, s.threads);
+  } else if (op.code == OpCode::kFastTransfer) {
+    if (op.flags & kOpReduces) {
+      runFastTransfer<Reduce>(s, op);
+    } else {
+      runFastTransfer<CopyUnits>(s, op);
+    }
+  }  // a generic kTransfer never reaches a fast kernel: the executor launches the generic one then
+}
+
+template <typename Reduce, bool kFast>
 LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
   if (op.flags & kOpSyncBefore) syncBlock();
   switch (op.code) {
     case OpCode::kTransfer:
-      runTransfer<Reduce>(s, op);
-      break;
     case OpCode::kCopy:
-      copyBytes(operandAddress(s, s.program.operands[op.first + 1]), operandAddress(s, s.program.operands[op.first]),
-                op.bytes, s.thread, s.threads);
-      break;
     case OpCode::kFastTransfer:
-      if (op.flags & kOpReduces) {
-        runFastTransfer<Reduce>(s, op);
-      } else {
-        runFastTransfer<CopyUnits>(s, op);
-      }
+      runData<Reduce, kFast>(s, op);
       break;
     case OpCode::kPortPut:
       runPortPut(s, op);
@@ -157,11 +168,13 @@ LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
 // Runs block `block`'s ops for one call, then counts the call (the next one uses the next flag and
 // the other LL half). The count lives in memory that outlives the launch, so CUDA graph replays
 // advance it too.
-template <typename Reduce>
+template <typename Reduce, bool kFast>
 LOOM_HOST_DEVICE void runBlock(const Program& program, uint32_t block, uint32_t thread, uint32_t threads) {
   const uint64_t calls = program.callCounts[block];
   const BlockState s{program, block, thread, threads, packetFlag(calls), (calls & 1) != 0};
-  for (uint32_t i = program.blockOps[block]; i < program.blockOps[block + 1]; ++i) runOp<Reduce>(s, program.ops[i]);
+  for (uint32_t i = program.blockOps[block]; i < program.blockOps[block + 1]; ++i) {
+    runOp<Reduce, kFast>(s, program.ops[i]);
+  }
   syncBlock();  // every thread has read the count before it moves on
   if (thread == 0) program.callCounts[block] = calls + 1;
 }

@@ -98,6 +98,7 @@ struct Program {
   uint64_t* barriers;         // arrivals per barrier
   WaitContext wait;           // rank, diagnostics record, timeout
   uint32_t blocks;
+  uint32_t specialized;       // 1: every data op has a specialised handler, and the fast kernel runs it
 };
 
 }  // namespace loom::device
