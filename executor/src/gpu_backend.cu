@@ -19,8 +19,11 @@ namespace {
 
 // Two kernels per (data type, operator): the fast one for programs whose data ops are all specialised
 // (Program::specialized), the generic one for the rest (interpreter.hpp, runData).
+// One block per multiprocessor at most (maxResidentBlocks), so each thread may use 64 registers: without
+// the minimum of 1, nvcc sizes the kernel for two 1024-thread blocks per multiprocessor (32 registers)
+// and the fast handlers spill.
 template <typename Reduce, bool kFast>
-__global__ void __launch_bounds__(1024) interpret(device::Program program) {
+__global__ void __launch_bounds__(1024, 1) interpret(device::Program program) {
   device::runBlock<Reduce, kFast>(program, blockIdx.x, threadIdx.x, blockDim.x);
 }
 

@@ -5,8 +5,8 @@
 // up to 8 sources, the packet reduction of LL all-reduces. Against the generic handler
 // (transfer.hpp) it gathers its operands once per op into arrays the compiler keeps in registers
 // (loops unrolled to kMaxFastOperands, no 72-entry operand array), decides alignment once per op
-// instead of per unit, and reads every packet source of a unit before it waits for any, so the
-// polls of all peers overlap. It never calls the generic handler, so a kernel of fast ops alone
+// instead of per unit, and reads the packet sources of a unit, four at a time, before it waits for
+// any of them, so the polls of several peers overlap. It never calls the generic handler, so a kernel of fast ops alone
 // (interpreter.hpp, runBlock<Reduce, true>) carries none of the generic path. The arithmetic is the
 // generic handler's, in the same order: results are bit for bit the same (LOOM_GENERIC_PATH=1 runs
 // every transfer generically, to compare).
@@ -51,9 +51,10 @@ LOOM_HOST_DEVICE FastOperands gatherFastOperands(const BlockState& s, const Op& 
 }
 
 // Units from `begin` on, each operand read and written through UnitIo (any alignment, a short last
-// unit): for what the whole-unit loop below does not take.
+// unit): for what the whole-unit loop below does not take. Out of line and not unrolled: it is the
+// cold path (a message's last unit, or operands a user's buffer leaves unaligned).
 template <typename Units>
-LOOM_HOST_DEVICE void fastUnitsByParts(const BlockState& s, const Op& op, const FastOperands& f, uint64_t begin) {
+LOOM_HOST_DEVICE_COLD void fastUnitsByParts(const BlockState& s, const Op& op, const FastOperands& f, uint64_t begin) {
   const uint64_t units = (op.bytes + 15) / 16;
   const int32_t planOp = int32_t(op.planOp);
   for (uint64_t unit = begin + s.thread; unit < units; unit += s.threads) {
@@ -62,17 +63,19 @@ LOOM_HOST_DEVICE void fastUnitsByParts(const BlockState& s, const Op& op, const 
       return UnitIo{address, packet, reinterpret_cast<uintptr_t>(address) % 16 == 0};
     };
     typename Units::Acc acc = Units::start(io(f.src[0], f.plainSources == 0).load(unit, bytes, s, planOp));
-    LOOM_UNROLL
     for (uint32_t i = 1; i < kMaxFastOperands; ++i) {
       if (i < f.sources) Units::add(acc, io(f.src[i], i >= f.plainSources).load(unit, bytes, s, planOp));
     }
     const Vec16 result = Units::finish(acc);
-    LOOM_UNROLL
     for (uint32_t i = 0; i < kMaxFastOperands; ++i) {
       if (i < f.destinations) io(f.dst[i], f.dstPacket[i]).store(unit, bytes, result, s);
     }
   }
 }
+
+// Packet sources are read this many at a time before any of them is waited for: enough to overlap the
+// polls of several peers, few enough that their values fit in registers beside the operands.
+inline constexpr uint32_t kPolledTogether = 4;
 
 template <typename Units>
 LOOM_HOST_DEVICE void runFastTransfer(const BlockState& s, const Op& op) {
@@ -90,28 +93,59 @@ LOOM_HOST_DEVICE void runFastTransfer(const BlockState& s, const Op& op) {
     for (uint32_t i = 1; i < K; ++i) {
       if (i < f.plainSources) Units::add(acc, reinterpret_cast<const Vec16*>(f.src[i])[unit]);
     }
-    Vec16 in[K];
-    bool ready[K];
     LOOM_UNROLL
-    for (uint32_t i = 0; i < K; ++i) {
-      if (i >= f.plainSources && i < f.sources) {
-        const LL16Packet* packets = reinterpret_cast<const LL16Packet*>(f.src[i]) + 2 * unit;
-        const bool low = packets[0].look(in[i].x) == flags;
-        ready[i] = packets[1].look(in[i].y) == flags && low;
-      }
-    }
-    LOOM_UNROLL
-    for (uint32_t i = 0; i < K; ++i) {
-      if (i >= f.plainSources && i < f.sources) {
-        if (!ready[i]) {  // only now wait for the packets that were not there at the first look
+    for (uint32_t group = 0; group < K; group += kPolledTogether) {
+      if (group >= f.sources) break;
+      Vec16 in[kPolledTogether];
+      bool ready[kPolledTogether] = {};
+      LOOM_UNROLL
+      for (uint32_t j = 0; j < kPolledTogether; ++j) {
+        const uint32_t i = group + j;
+        if (i >= f.plainSources && i < f.sources) {
           const LL16Packet* packets = reinterpret_cast<const LL16Packet*>(f.src[i]) + 2 * unit;
-          in[i].x = packets[0].read(s.flag, s.program.wait, planOp);
-          in[i].y = packets[1].read(s.flag, s.program.wait, planOp);
+          const bool low = packets[0].look(in[j].x) == flags;
+          ready[j] = packets[1].look(in[j].y) == flags && low;
         }
-        if (i == 0) {
-          acc = Units::start(in[i]);
-        } else {
-          Units::add(acc, in[i]);
+      }
+      uint32_t pending = 0;  // the group's packets that were not there at the first look
+      LOOM_UNROLL
+      for (uint32_t j = 0; j < kPolledTogether; ++j) {
+        const uint32_t i = group + j;
+        if (i >= f.plainSources && i < f.sources && !ready[j]) pending |= 1u << j;
+      }
+      if (pending != 0) {
+        // One wait for all of them (one copy of the wait loop, not one per source: the kernel's
+        // registers go to the sources' values, not to copies of its timeout path).
+        spinUntil(
+            s.program.wait, WaitKind::kPacket, planOp, s.flag,
+            [&]() -> uint64_t {
+              uint64_t seen = flags;
+              LOOM_UNROLL
+              for (uint32_t j = 0; j < kPolledTogether; ++j) {
+                if (!(pending & (1u << j))) continue;
+                const LL16Packet* packets = reinterpret_cast<const LL16Packet*>(f.src[group + j]) + 2 * unit;
+                Vec16 value;
+                const uint64_t low = packets[0].look(value.x), high = packets[1].look(value.y);
+                if (low == flags && high == flags) {
+                  in[j] = value;
+                  pending &= ~(1u << j);
+                } else {
+                  seen = low != flags ? low : high;
+                }
+              }
+              return pending == 0 ? flags : seen;
+            },
+            [&](uint64_t) { return pending == 0; });
+      }
+      LOOM_UNROLL
+      for (uint32_t j = 0; j < kPolledTogether; ++j) {
+        const uint32_t i = group + j;
+        if (i >= f.plainSources && i < f.sources) {
+          if (i == 0) {
+            acc = Units::start(in[j]);
+          } else {
+            Units::add(acc, in[j]);
+          }
         }
       }
     }

@@ -7,9 +7,12 @@
 #if defined(__CUDACC__)
 #define LOOM_HOST_DEVICE __host__ __device__ __forceinline__
 #define LOOM_DEVICE __device__ __forceinline__
+// A rarely taken path kept out of line, so that its registers do not weigh on the hot code's.
+#define LOOM_HOST_DEVICE_COLD __host__ __device__ __noinline__
 #else
 #define LOOM_HOST_DEVICE inline
 #define LOOM_DEVICE inline
+#define LOOM_HOST_DEVICE_COLD inline
 #endif
 
 // True in the device pass of nvcc, where PTX and CUDA atomics are available.
