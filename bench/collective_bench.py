@@ -1,8 +1,14 @@
 """Loom's plans beside NCCL (torch.distributed, backend "nccl") in the same run: latency and bus
-bandwidth of all-reduce, all-gather and reduce-scatter, each timed by CUDA graph replay (many calls
-captured into one graph, replayed several times, median). One process per GPU:
+bandwidth of all-reduce, all-gather and reduce-scatter. One process per GPU:
 
-    python -m loom.launch -n 2 bench/collective_bench.py --plans DIR --out results.json
+    python -m loom.launch -n 2 bench/collective_bench.py --plans DIR --out results.json [--mode MODE]
+
+Modes: ``graph`` (default) times CUDA graph replay (many calls captured into one graph, replayed
+several times, median): the GPU's time per call. ``eager-reused`` and ``eager-fresh`` time eager
+calls by the host's wall clock (``--calls-per-graph`` calls back to back, then a synchronize; the
+median of ``--repeats`` such runs): what a PyTorch job without graphs pays per call, host overhead
+included, with the same output tensor every call or a new one from PyTorch's caching allocator
+each call.
 
 For every size the Loom plan is the one in DIR whose collective, world size and size range fit
 (out of place). Each Loom result is also checked against the NCCL result of the same input.
@@ -23,7 +29,7 @@ import loom
 import torch
 import torch.distributed as dist
 from loom import _native
-from loom.cuda_timing import bus_bandwidth_gbs, time_graph
+from loom.cuda_timing import bus_bandwidth_gbs, time_eager, time_graph
 
 
 def arguments() -> argparse.Namespace:
@@ -39,7 +45,15 @@ def arguments() -> argparse.Namespace:
         "--every-plan", action="store_true", help="time every fitting plan of each size, not only the narrowest"
     )
     parser.add_argument("--out", default="")
+    parser.add_argument("--mode", choices=MODES, default="graph", help="graph replay or eager calls (docstring)")
     return parser.parse_args()
+
+
+MODES = ("graph", "eager-reused", "eager-fresh")
+
+
+def timer(mode: str):
+    return time_graph if mode == "graph" else time_eager
 
 
 def fitting_plans(plans, collective: str, world: int, nbytes: int) -> list:
@@ -90,24 +104,35 @@ def main() -> int:
             out_count = {"allgather": count * world, "reducescatter": count // world}.get(collective, count)
             loom_out = torch.zeros(out_count, device="cuda")
             nccl_out = torch.zeros(out_count, device="cuda")
+            fresh = args.mode == "eager-fresh"
+
+            def output() -> torch.Tensor:  # eager-fresh: a new tensor from the caching allocator per call
+                return torch.empty(out_count, device="cuda") if fresh else nccl_out
+
             if collective == "allreduce":
                 nccl = lambda: (nccl_out.copy_(data), dist.all_reduce(nccl_out))  # noqa: E731
-                nccl_only = lambda: dist.all_reduce(nccl_out)  # noqa: E731
+                nccl_only = lambda: dist.all_reduce(output())  # noqa: E731
             elif collective == "allgather":
-                nccl = nccl_only = lambda: dist.all_gather_into_tensor(nccl_out, data)  # noqa: E731
+                nccl = lambda: dist.all_gather_into_tensor(nccl_out, data)  # noqa: E731
+                nccl_only = lambda: dist.all_gather_into_tensor(output(), data)  # noqa: E731
             else:
-                nccl = nccl_only = lambda: dist.reduce_scatter_tensor(nccl_out, data)  # noqa: E731
+                nccl = lambda: dist.reduce_scatter_tensor(nccl_out, data)  # noqa: E731
+                nccl_only = lambda: dist.reduce_scatter_tensor(output(), data)  # noqa: E731
             nccl()
             torch.cuda.synchronize()
-            nccl_us = time_graph(nccl_only, args.calls_per_graph, args.repeats, dist.barrier)
+            time_calls = timer(args.mode)
+            nccl_us = time_calls(nccl_only, args.calls_per_graph, args.repeats, dist.barrier)
             for plan in pick_plans(plans, collective, world, size, args.every_plan) or [None]:
-                row = {"collective": collective, "bytes": size, "nccl_us": nccl_us}
+                row = {"collective": collective, "bytes": size, "mode": args.mode, "nccl_us": nccl_us}
                 if plan is not None:
                     row["plan"] = plan.name
                     loom_out.zero_()
-                    row["loom_us"] = time_graph(
-                        lambda: executor.execute(plan, data, loom_out), args.calls_per_graph, args.repeats, dist.barrier
+                    target = lambda: torch.empty_like(loom_out) if fresh else loom_out  # noqa: E731
+                    row["loom_us"] = time_calls(
+                        lambda: executor.execute(plan, data, target()), args.calls_per_graph, args.repeats, dist.barrier
                     )
+                    loom_out.zero_()
+                    executor.execute(plan, data, loom_out)  # the result checked below
                     nccl()  # the reference result of this input (timing ran the in-place NCCL call repeatedly)
                     torch.cuda.synchronize()
                     error = (loom_out - nccl_out).abs().max().item() / max(nccl_out.abs().max().item(), 1e-30)
@@ -122,6 +147,7 @@ def main() -> int:
                     rows.append(row)
     if rank == 0 and args.out:
         meta = {
+            "mode": args.mode,
             "world_size": world,
             "device": torch.cuda.get_device_name(),
             "torch": torch.__version__,

@@ -1,4 +1,5 @@
-"""Timing collectives on GPUs the same way for Loom and NCCL: CUDA graph replay, medians, bus bandwidth.
+"""Timing collectives on GPUs the same way for Loom and NCCL: CUDA graph replay or eager calls by the host's
+clock, medians, bus bandwidth.
 
 Needs torch; used by ``loom demo`` and ``bench/collective_bench.py``.
 """
@@ -80,3 +81,26 @@ def time_stream(body: Callable[[], object], calls: int, repeats: int, barrier: C
 
 
 __all__ = ["BUS_FACTOR", "bus_bandwidth_gbs", "time_graph", "time_stream"]
+
+
+def time_eager(body: Callable[[], object], calls: int, repeats: int, barrier: Callable[[], object]) -> float:
+    """Median microseconds of host wall time per call of ``calls`` eager calls of ``body`` run back to back
+    and then waited for (``torch.cuda.synchronize``): what a job without CUDA graphs pays per call, host
+    overhead included. Three calls run first, outside the timing (setup)."""
+    import time
+
+    import torch
+
+    for _ in range(3):
+        body()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        barrier()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            body()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - start) * 1e6 / calls)
+    return statistics.median(samples)

@@ -8,7 +8,8 @@
    takes it for every all-reduce it fits and the best bundled plan for everything else.
 4. **Run** all-reduce and all-gather through ``loom.Communicator`` over all visible GPUs, one process
    per GPU (``loom.launch``), check each result against a float64 reference on fresh random data, and
-   time Loom and NCCL (``torch.distributed``) in the same processes by CUDA graph replay.
+   time Loom and NCCL (``torch.distributed``) in the same processes by CUDA graph replay and, eagerly,
+   by the host's wall clock per call (what a job without graphs pays).
 
 With one GPU, the collectives run with 2 and then 4 ranks sharing it (threads of one process, each on its
 own stream: docs/testing.md), timed by CUDA events over eager calls; those are kernel costs on one GPU,
@@ -180,8 +181,10 @@ def _print_table(results: dict) -> None:
     print(f"4. run       {results['setup']}")
     print(f"             {results['timing']}")
     with_nccl = all("nccl_us" in row for row in results["rows"])
+    with_eager = all("nccl_eager_us" in row for row in results["rows"])
     header = ["collective", "size", "plan", "Loom µs", "Loom GB/s"]
     header += ["NCCL µs", "NCCL GB/s", "Loom vs NCCL"] if with_nccl else []
+    header += ["eager Loom µs", "eager NCCL µs"] if with_eager else []
     lines = [header]
     for row in results["rows"]:
         line = [TITLES[row["collective"]], size_text(row["bytes"]), row["plan"]]
@@ -190,6 +193,8 @@ def _print_table(results: dict) -> None:
             ratio = row["nccl_us"] / row["loom_us"]
             line += [f"{row['nccl_us']:.1f}", f"{row['nccl_busbw_gbs']:.2f}"]
             line += [f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"]
+        if with_eager:
+            line += [f"{row['loom_eager_us']:.1f}", f"{row['nccl_eager_us']:.1f}"]
         lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
@@ -391,7 +396,7 @@ def _worker(args: argparse.Namespace) -> int:
     import torch.distributed as dist
 
     from loom.communicator import Communicator
-    from loom.cuda_timing import time_graph
+    from loom.cuda_timing import time_eager, time_graph
 
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)  # as with NCCL: the communicator takes the current device
@@ -419,6 +424,7 @@ def _worker(args: argparse.Namespace) -> int:
         concatenate=torch.cat,
         time_call=lambda call: time_graph(call, args.calls, args.repeats, dist.barrier),
         nccl=nccl,
+        time_eager=lambda call: time_eager(call, args.calls, args.repeats, dist.barrier),
     )
     rows = _measure(comm, [int(size) for size in args.sizes.split(",")], arrays)
     if comm.rank == 0:
@@ -427,7 +433,10 @@ def _worker(args: argparse.Namespace) -> int:
             f" {'.'.join(map(str, torch.cuda.nccl.version()))} through torch {torch.__version__}"
             f" (NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE', 'unset')})"
         )
-        timing = f"CUDA graph replay of {args.calls} calls, median of {args.repeats} replays, same processes for both"
+        timing = (
+            f"CUDA graph replay of {args.calls} calls, median of {args.repeats} replays, same processes for both;"
+            f" eager: host wall time per call over {args.calls} eager calls (reused tensors), median of {args.repeats}"
+        )
         Path(args.results).write_text(json.dumps({"setup": setup, "timing": timing, "rows": rows}))
     dist.destroy_process_group()
     return 0
@@ -447,6 +456,7 @@ class Arrays:
     concatenate: Callable[[list], object]
     time_call: Callable[[Callable[[], object]], float]  # microseconds per call
     nccl: Callable[[str, object, object], Callable[[], object]] | None = None  # the same call through NCCL
+    time_eager: Callable[[Callable[[], object]], float] | None = None  # host microseconds per eager call
 
 
 def _measure(comm, sizes: list[int], arrays: Arrays) -> list[dict]:
@@ -482,6 +492,10 @@ def _measure(comm, sizes: list[int], arrays: Arrays) -> list[dict]:
         if arrays.nccl is not None:
             row["nccl_us"] = arrays.time_call(arrays.nccl(collective, timed_output, timed_input))
             row["nccl_busbw_gbs"] = bus_bandwidth_gbs(collective, size, world, row["nccl_us"])
+        if arrays.time_eager is not None:
+            row["loom_eager_us"] = arrays.time_eager(loom_call)
+            if arrays.nccl is not None:
+                row["nccl_eager_us"] = arrays.time_eager(arrays.nccl(collective, timed_output, timed_input))
         rows.append(row)
     return rows
 
