@@ -4,6 +4,7 @@ without a GPU or torch. What their timings mean: docs/testing.md (kernel costs o
 
 - every library plan for 4 and 8 ranks and every bundled 4-, 8-, 2x4- and 2x8-rank plan (16 ranks) whose
   blocks fit, every data type, odd sizes, in and out of place, against float64 on fresh data (gpu/plan_check.py);
+- the fast kernel against the generic one (LOOM_GENERIC_PATH=1) at 4 ranks, bit for bit (issue 18);
 - the drift check at 4 ranks; loom.Communicator with torch tensors eagerly and in CUDA graphs at 4 and 8;
 - compute-sanitizer memcheck and racecheck on a 4-rank case;
 - the refusals: sharing without LOOM_SHARE_GPU=1, a malformed LOOM_SHARE_GPU, blocks that do not fit.
@@ -103,6 +104,22 @@ def test_every_library_plan_matches_float64_on_one_gpu(world, tmp_path):
 @pytest.mark.parametrize("world", [4, 8, 16])  # 16: the 2x8 plans whose blocks fit (docs/testing.md)
 def test_every_bundled_plan_matches_float64_on_one_gpu(world, tmp_path):
     _check_plans(world, _bundled_plans(world, tmp_path), BUNDLED_SIZES[world])
+
+
+def test_fast_and_generic_paths_agree_bit_for_bit_on_one_gpu(tmp_path):
+    """Every library plan for 4 ranks, every data type, odd sizes: the fast kernel (the default) and the
+    generic one (LOOM_GENERIC_PATH=1) write the same bytes (issue 18)."""
+    plans = write_library_plans(4, tmp_path)
+    check = [str(GPU_CHECKS / "plan_check.py"), "--share-gpu", "4", "--plans", str(plans), "--sizes", "1000,4100,65552"]
+    fast = _run([*check, "--digests", str(tmp_path / "fast")])
+    generic = _run([*check, "--digests", str(tmp_path / "generic")], LOOM_GENERIC_PATH="1")
+    assert "'specialized_transfers': 0" not in fast and "'generic_transfers': 0" not in generic
+    for rank in range(4):
+        fast_digests = (tmp_path / f"fast.{rank}").read_text().splitlines()
+        generic_digests = (tmp_path / f"generic.{rank}").read_text().splitlines()
+        assert fast_digests, "no outputs were digested"
+        differing = [a.split()[:4] for a, b in zip(fast_digests, generic_digests, strict=True) if a != b]
+        assert not differing, f"rank {rank}: the fast path differs from the generic one in {differing[:5]}"
 
 
 def test_drift_check_at_4_ranks_on_one_gpu(tmp_path):

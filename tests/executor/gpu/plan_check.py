@@ -11,6 +11,7 @@ refused by the executor, and reported here as skipped.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 import zlib
 from pathlib import Path
@@ -31,6 +32,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--calls", type=int, default=3, help="calls per case, each on fresh data")
     parser.add_argument("--filter", default="", help="only plan files whose name contains this")
+    parser.add_argument(
+        "--digests",
+        default="",
+        help="write a digest of every output (plan, dtype, size, call, rank) to this file (rank r adds .r):"
+        " two runs, one with LOOM_GENERIC_PATH=1, must write the same digests",
+    )
     ranks.add_arguments(parser)
     return parser.parse_args()
 
@@ -77,23 +84,28 @@ def check_rank(bootstrap, args: argparse.Namespace) -> int:
     communicator = _native.Communicator(bootstrap)
     executor = loom.Executor(communicator)
     failures = 0
+    digests: dict[str, str] = {}  # "plan dtype size call" -> the output's sha256 (with --digests)
     plans = sorted(p for p in Path(args.plans).glob("*.json") if args.filter in p.name)
     for path in plans:
         plan = _native.Plan.load(str(path))
         if plan.world_size != world:
             continue
         try:
-            failures += check_plan(plan, path, executor, communicator, rank, world, args)
+            failures += check_plan(plan, path, executor, communicator, rank, world, args, digests)
         except DoesNotFit as refusal:
             if rank == 0:
                 print(f"{path.name}: SKIPPED, its blocks do not fit: {refusal}", flush=True)
     bootstrap.barrier()
     if rank == 0:
         print("stats", executor.stats())
+    if args.digests:
+        Path(f"{args.digests}.{rank}").write_text("".join(f"{key} {value}\n" for key, value in digests.items()))
     return failures
 
 
-def check_plan(plan, path: Path, executor, communicator, rank: int, world: int, args: argparse.Namespace) -> int:
+def check_plan(
+    plan, path: Path, executor, communicator, rank: int, world: int, args: argparse.Namespace, digests: dict
+) -> int:
     failures = 0
     for dtype_name in args.dtypes.split(","):
         worst, cases = 0.0, 0
@@ -135,6 +147,9 @@ def check_plan(plan, path: Path, executor, communicator, rank: int, world: int, 
                     )
                     raise
                 worst, cases = max(worst, error), cases + 1
+                if args.digests:
+                    data = target.contiguous().view(torch.uint8).cpu().numpy().tobytes()
+                    digests[f"{path.name} {dtype_name} {size} {call}"] = hashlib.sha256(data).hexdigest()
                 if not ok:
                     failures += 1
                     print(
