@@ -21,6 +21,8 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
   ResolvedProgram resolved = resolve(resources.plan(), rank, messageBytes);
   if (!genericPathForced()) specialize(resolved);
   transfers_ = countTransfers(resolved);
+  const uint32_t planThreads = resources.plan().threadsPerBlock;
+  threads_ = transfers_.generic == 0 ? launchThreads(resolved, planThreads) : planThreads;
   scratchBytes_ = resolved.scratchBytes;
   const TransportFlags transports = resources.transports();
   // Registrations refer to the user's memory, not a copy: nothing is copied per call.

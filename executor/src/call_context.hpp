@@ -29,6 +29,8 @@ class CallContext {
   uint64_t scratchBytes() const { return scratchBytes_; }
   // How many of this context's data ops run specialised and how many generically.
   const TransferCounts& transfers() const { return transfers_; }
+  // Threads per block to launch with: the plan's, fewer for a specialised program with little data.
+  uint32_t threads() const { return threads_; }
 
  private:
   struct PeerBuffers {
@@ -47,6 +49,7 @@ class CallContext {
   device::Program program_{};
   uint64_t scratchBytes_ = 0;
   TransferCounts transfers_;
+  uint32_t threads_ = 0;
 };
 
 }  // namespace loom

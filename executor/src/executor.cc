@@ -257,7 +257,7 @@ struct Executor::Impl {
       device::Program program = context.program();
       program.buffers[0] = const_cast<void*>(input);
       program.buffers[1] = output;
-      backend->launch(program, plan.threadsPerBlock, shape.type, shape.op, stream);
+      backend->launch(program, context.threads(), shape.type, shape.op, stream);
     } catch (const Error&) {
       throw;
     } catch (const std::exception&) {

@@ -1,5 +1,6 @@
 #include "specialize.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -52,6 +53,17 @@ TransferCounts countTransfers(const ResolvedProgram& program) {
     if (op.code == OpCode::kCopy || op.code == OpCode::kFastTransfer) ++counts.specialized;
   }
   return counts;
+}
+
+uint32_t launchThreads(const ResolvedProgram& program, uint32_t planThreads) {
+  constexpr uint64_t kWarp = 32;
+  uint64_t units = 0;
+  for (const device::Op& op : program.ops) {
+    const bool data = op.code == OpCode::kTransfer || op.code == OpCode::kCopy || op.code == OpCode::kFastTransfer;
+    if (data) units = std::max(units, (op.bytes + 15) / 16);
+  }
+  const uint64_t warps = std::max<uint64_t>(1, (units + kWarp - 1) / kWarp);
+  return uint32_t(std::min<uint64_t>(planThreads, warps * kWarp));
 }
 
 bool genericPathForced() {

@@ -20,6 +20,12 @@ struct TransferCounts {
 };
 TransferCounts countTransfers(const ResolvedProgram& program);
 
+// The threads per block to launch a specialised program with: the plan's, or fewer when no data op
+// has work for them all (a thread per 16-byte unit, in whole warps): a few hundred bytes need a warp
+// or two, not 1024 threads that each sync the block and find nothing to do. The handlers spread
+// their work over whatever threads there are, so the result is the same.
+uint32_t launchThreads(const ResolvedProgram& program, uint32_t planThreads);
+
 // Whether LOOM_GENERIC_PATH asks for the generic path; a value that is not a boolean is an error
 // naming the variable.
 bool genericPathForced();

@@ -96,6 +96,19 @@ TEST(SpecializeTest, ProxyTriggersAndSyncOpsAreLeftAlone) {
   EXPECT_EQ(describe(program), before);
 }
 
+TEST(SpecializeTest, ASmallProgramLaunchesAThreadPerUnitInWholeWarps) {
+  const Plan plan = twoRanks(R"({"op": "put", "src": )" + kIn0 + R"(, "dsts": [)" + peer("output", 0) + "]}").parse();
+  // 2 chunks per rank: a message of n bytes moves n/2 in its one op, n/32 units of 16 bytes.
+  for (const auto& [bytes, threads] : std::vector<std::pair<uint64_t, uint32_t>>{
+           {32, 32}, {1024, 32}, {1040, 64}, {4096, 128}, {65536, 256}, {1 << 20, 256}}) {
+    ResolvedProgram program = resolve(plan, 0, bytes);
+    specialize(program);
+    EXPECT_EQ(launchThreads(program, 256), threads) << bytes << " bytes";
+  }
+  ResolvedProgram syncOnly = resolve(twoRanks(R"({"op": "signal", "channels": [0]})").parse(), 0, 1024);
+  EXPECT_EQ(launchThreads(syncOnly, 1024), 32u);  // a warp at least
+}
+
 TEST(SpecializeTest, LoomGenericPathIsAStrictBoolean) {
   unsetenv("LOOM_GENERIC_PATH");
   EXPECT_FALSE(genericPathForced());
