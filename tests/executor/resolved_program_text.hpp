@@ -41,6 +41,7 @@ struct RankText {
 struct PlanText {
   std::string collective = "allreduce";
   std::string protocol = "simple";
+  bool inplace = false;
   uint32_t alignmentBytes = 16;
   std::vector<RankText> ranks;
 
@@ -48,8 +49,10 @@ struct PlanText {
     std::string gpus;
     for (const RankText& rank : ranks) gpus += (gpus.empty() ? "" : ", ") + rank.json();
     const std::string n = std::to_string(ranks.size());
+    const std::string inPlace = inplace ? "true" : "false";
     return Plan::parse(R"({"format_version": 1, "name": "resolve_test", "collective": ")" + collective +
-                       R"(", "protocol": ")" + protocol + R"(", "inplace": false, "world_size": )" + n +
+                       R"(", "protocol": ")" + protocol + R"(", "inplace": )" + inPlace +
+                       R"(, "world_size": )" + n +
                        R"(, "ranks_per_node": )" + n + R"(, "threads_per_block": 256, "min_message_bytes": 0,
                        "max_message_bytes": 1073741824, "alignment_bytes": )" +
                        std::to_string(alignmentBytes) + R"(, "gpus": [)" + gpus + "]}");
@@ -109,8 +112,8 @@ inline const char* codeName(OpCode code) {
 // "local:input+512", "ch0:scratch+1024|odd+3072 packets", "ch1:staging+0|odd+3072 packets".
 inline std::string operandText(const device::Operand& o) {
   static const char* const kBuffers[] = {"input", "output", "scratch", "staging"};
-  std::string text = o.channel == device::kLocalOperand ? "local" : "ch" + std::to_string(o.channel);
-  text += ":" + std::string(o.buffer < 4 ? kBuffers[o.buffer] : "?") + "+" + std::to_string(o.offset);
+  std::string text = o.channel == device::kLocalOperand ? std::string("local") : "ch" + std::to_string(o.channel);
+  text.append(":").append(o.buffer < 4 ? kBuffers[o.buffer] : "?").append("+").append(std::to_string(o.offset));
   if (o.oddOffset != 0) text += "|odd+" + std::to_string(o.oddOffset);
   if (o.packet != 0) text += " packets";
   return text;

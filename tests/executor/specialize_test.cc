@@ -96,6 +96,43 @@ TEST(SpecializeTest, ProxyTriggersAndSyncOpsAreLeftAlone) {
   EXPECT_EQ(describe(program), before);
 }
 
+// At odd sizes (short last chunks, a partial last unit), in and out of place, and in LL plans whose
+// scratch operands alternate halves: specialisation changes op codes only, never an operand or a count,
+// and every data op of these shapes specialises.
+TEST(SpecializeTest, OnlyOpCodesChangeAtOddSizesInAndOutOfPlaceAndInLLPlans) {
+  PlanText simple = twoRanks(R"({"op": "put", "src": )" + kIn1 + R"(, "dsts": [)" + peer("output", 1) + R"(]},
+      {"op": "reduce", "reduce_op": "sum", "srcs": [)" + kIn1 + R"(, {"buffer": "scratch", "index": 1}], "dst": {"buffer": "output", "index": 1}})");
+  PlanText inplace = simple;
+  inplace.inplace = true;
+  PlanText ll = twoRanks(R"({"op": "put_packet", "src": )" + kIn1 + R"(, "dsts": [)" + peer("scratch", 1) + R"(]},
+      {"op": "reduce_packet", "reduce_op": "sum", "src": )" + kIn1 + R"(, "srcs": [{"buffer": "scratch", "index": 1}],
+       "dst": {"buffer": "output", "index": 1}})",
+                         "memory", "ll");
+  for (const PlanText* text : {&simple, &inplace, &ll}) {
+    const Plan plan = text->parse();
+    for (uint64_t bytes : {uint64_t{1}, uint64_t{15}, uint64_t{17}, uint64_t{1000}, uint64_t{4100}, (uint64_t{1} << 20) + 3}) {
+      SCOPED_TRACE(std::to_string(bytes) + " bytes, " + text->protocol + (text->inplace ? ", in place" : ""));
+      const ResolvedProgram before = resolve(plan, 0, bytes);
+      ResolvedProgram after = before;
+      specialize(after);
+      ASSERT_EQ(after.ops.size(), before.ops.size());
+      for (size_t i = 0; i < before.ops.size(); ++i) {
+        const device::Op &was = before.ops[i], &is = after.ops[i];
+        EXPECT_EQ(is.bytes, was.bytes);
+        EXPECT_EQ(is.first, was.first);
+        EXPECT_EQ(is.flags, was.flags);
+        if (was.code == OpCode::kTransfer) {
+          EXPECT_NE(is.code, OpCode::kTransfer) << "op " << i << " stayed generic";
+        }
+      }
+      ASSERT_EQ(after.operands.size(), before.operands.size());
+      for (size_t i = 0; i < before.operands.size(); ++i) {
+        EXPECT_EQ(operandText(after.operands[i]), operandText(before.operands[i]));
+      }
+    }
+  }
+}
+
 TEST(SpecializeTest, ASmallProgramLaunchesAThreadPerUnitInWholeWarps) {
   const Plan plan = twoRanks(R"({"op": "put", "src": )" + kIn0 + R"(, "dsts": [)" + peer("output", 0) + "]}").parse();
   // 2 chunks per rank: a message of n bytes moves n/2 in its one op, n/32 units of 16 bytes.
