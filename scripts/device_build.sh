@@ -4,6 +4,7 @@
 # (dpkg -x), PY_DEPS (default build/pylibs) Python packages the host lacks: lark, and for the pytest
 # GPU tests jsonschema with its dependencies (pip download --python-version of the host, unzipped). Installs into
 # build-gpu/site; prints the PYTHONPATH and LD_LIBRARY_PATH to use. Tests are not built here.
+# scripts/device_deps.sh prepares both folders on a machine with internet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=$(realpath "${DEPS_PREFIX:-build/deps}")

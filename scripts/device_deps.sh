@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Prepare, on this (networked) machine, what a lent GPU machine lacks to build and test Loom; it has
+# nvcc, CMake, ninja, PyTorch and pytest but no internet. Run `run` with carry
+# ["build/deps", "build/pylibs"] and, in the command, `eval "$(bash scripts/device_build.sh)"`.
+#   build/deps    the Debian packages the build needs beyond the image (simdjson, libibverbs headers),
+#                 unpacked with dpkg -x (DEPS_PREFIX of scripts/device_build.sh)
+#   build/pylibs  the Python packages the image lacks (lark, pytest-timeout; jsonschema and its dependencies for the
+#                 schema checks), as wheels for the image's Python unpacked there (PY_DEPS)
+# PY_VERSION is the image's Python (default 3.12: docs of the device tool). nccl-tests, for
+# tests/nccl/test_nccl_tests_shared_gpu.py, is not fetched here: point LOOM_NCCL_TESTS_SRC at a checkout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python_version=${PY_VERSION:-3.12}
+rm -rf build/deps build/pylibs build/deps-debs build/pylibs-wheels
+mkdir -p build/deps build/pylibs build/deps-debs build/pylibs-wheels
+(cd build/deps-debs && apt-get download -q libsimdjson-dev libsimdjson14 libibverbs-dev libibverbs1 >/dev/null)
+for deb in build/deps-debs/*.deb; do dpkg -x "$deb" build/deps; done
+download() { python3 -m pip download -q --only-binary=:all: --python-version "$python_version" --dest build/pylibs-wheels "$@"; }
+# shellcheck disable=SC2046
+download $(grep -E '^(jsonschema|lark)==' scripts/requirements-dev.txt)
+# the plugin alone: the image's pytest stays the one that runs
+download --no-deps $(grep -E '^pytest-timeout==' scripts/requirements-dev.txt)
+for wheel in build/pylibs-wheels/*.whl; do python3 -m zipfile -e "$wheel" build/pylibs; done
+rm -rf build/deps-debs build/pylibs-wheels
+du -sh build/deps build/pylibs
