@@ -10,7 +10,9 @@
 
 namespace loom {
 
-// Marks the specialisable transfers of `program` (op codes kCopy and kFastTransfer).
+// Marks the specialisable transfers of `program` (op codes kCopy and kFastTransfer) and, when every
+// one of them specialises, fuses each LL one-shot pair (a packet put of a chunk, then the reduction of
+// the peers' packets of that chunk with it) into one kOneShot, which loads the chunk once.
 void specialize(ResolvedProgram& program);
 
 // How many of a program's data ops run specialised and how many generically (kTransfer).

@@ -89,6 +89,8 @@ inline const char* codeName(OpCode code) {
       return "copy";
     case OpCode::kFastTransfer:
       return "fast_transfer";
+    case OpCode::kOneShot:
+      return "one_shot";
     case OpCode::kPortPut:
       return "port_put";
     case OpCode::kSignal:
@@ -134,9 +136,12 @@ inline std::string describe(const ResolvedProgram& program, const device::Op& op
     if (op.flags & flag) text += std::string(" ") + name;
   }
   const bool moves = op.code == OpCode::kTransfer || op.code == OpCode::kPortPut || op.code == OpCode::kCopy ||
-                     op.code == OpCode::kFastTransfer;
+                     op.code == OpCode::kFastTransfer || op.code == OpCode::kOneShot;
   if (moves) text += " bytes=" + std::to_string(op.bytes);
-  if (op.code == OpCode::kFastTransfer) text += " packet_sources=" + std::to_string(op.packetSources);
+  if (op.code == OpCode::kFastTransfer || op.code == OpCode::kOneShot) {
+    text += " packet_sources=" + std::to_string(op.packetSources);
+  }
+  if (op.code == OpCode::kOneShot) text += " input_destinations=" + std::to_string(op.inputDestinations);
   if (op.code == OpCode::kBarrier) {
     text += " barrier=" + std::to_string(op.barrier) + " participants=" + std::to_string(op.participants);
   }

@@ -104,7 +104,8 @@ TEST(SpecializeTest, OnlyOpCodesChangeAtOddSizesInAndOutOfPlaceAndInLLPlans) {
       {"op": "reduce", "reduce_op": "sum", "srcs": [)" + kIn1 + R"(, {"buffer": "scratch", "index": 1}], "dst": {"buffer": "output", "index": 1}})");
   PlanText inplace = simple;
   inplace.inplace = true;
-  PlanText ll = twoRanks(R"({"op": "put_packet", "src": )" + kIn1 + R"(, "dsts": [)" + peer("scratch", 1) + R"(]},
+  // (A packet put of another chunk than the reduction's: no one-shot pair, tested below.)
+  PlanText ll = twoRanks(R"({"op": "put_packet", "src": )" + kIn0 + R"(, "dsts": [)" + peer("scratch", 0) + R"(]},
       {"op": "reduce_packet", "reduce_op": "sum", "src": )" + kIn1 + R"(, "srcs": [{"buffer": "scratch", "index": 1}],
        "dst": {"buffer": "output", "index": 1}})",
                          "memory", "ll");
@@ -131,6 +132,72 @@ TEST(SpecializeTest, OnlyOpCodesChangeAtOddSizesInAndOutOfPlaceAndInLLPlans) {
       }
     }
   }
+}
+
+// The LL one-shot all-reduce's pair: put the chunk's packets to the peer, then reduce the peer's
+// packets of the chunk with it. Fused into one op whose sources are the chunk and the packets, and whose
+// destinations are the reduction's, then the put's (which get the chunk as it is).
+const std::string kOneShotPair = R"({"op": "put_packet", "src": )" + kIn1 + R"(, "dsts": [)" + peer("scratch", 1) +
+                                 R"(]},
+    {"op": "reduce_packet", "reduce_op": "sum", "src": )" + kIn1 + R"(, "srcs": [{"buffer": "scratch", "index": 1}],
+     "dst": {"buffer": "output", "index": 1}})";
+
+TEST(SpecializeTest, AnLLOneShotPairFusesIntoOneOp) {
+  for (bool inplace : {false, true}) {
+    for (uint64_t bytes : {uint64_t{17}, uint64_t{1000}, uint64_t{4100}}) {
+      SCOPED_TRACE(std::to_string(bytes) + " bytes" + (inplace ? ", in place" : ""));
+      PlanText text = twoRanks(kOneShotPair, "memory", "ll");
+      text.inplace = inplace;
+      const Plan plan = text.parse();
+      const ResolvedProgram before = resolve(plan, 0, bytes);
+      ResolvedProgram after = before;
+      specialize(after);
+      ASSERT_EQ(before.ops.size(), 2u);
+      ASSERT_EQ(after.ops.size(), 1u);
+      const device::Op& fused = after.ops[0];
+      EXPECT_EQ(fused.code, OpCode::kOneShot);
+      EXPECT_EQ(fused.bytes, before.ops[1].bytes);
+      EXPECT_EQ(fused.planOp, 1u);  // the reduction's: a wait for the peer's packets names it
+      EXPECT_EQ(fused.srcs, 2);
+      EXPECT_EQ(fused.packetSources, 1u);
+      EXPECT_EQ(fused.dsts, 2);
+      EXPECT_EQ(fused.inputDestinations, 1u);
+      EXPECT_EQ(after.blockOps, (std::vector<uint32_t>{0, 1}));
+      const std::vector<std::string> expected{
+          operandText(before.operands[before.ops[1].first]),      // the chunk
+          operandText(before.operands[before.ops[1].first + 1]),  // the peer's packets
+          operandText(before.operands[before.ops[1].first + 2]),  // the reduction's result
+          operandText(before.operands[before.ops[0].first + 1]),  // the chunk's packets at the peer
+      };
+      std::vector<std::string> got;
+      for (uint32_t i = 0; i < 4; ++i) got.push_back(operandText(after.operands[fused.first + i]));
+      EXPECT_EQ(got, expected);
+    }
+  }
+}
+
+TEST(SpecializeTest, AOneShotPairDoesNotFuseAcrossASyncOrWhenAnOpStaysGeneric) {
+  PlanText synced = twoRanks(R"({"op": "put_packet", "src": )" + kIn1 + R"(, "dsts": [)" + peer("scratch", 1) +
+                                 R"(]}, {"op": "nop"},
+      {"op": "reduce_packet", "reduce_op": "sum", "src": )" + kIn1 + R"(, "srcs": [{"buffer": "scratch", "index": 1}],
+       "dst": {"buffer": "output", "index": 1}})",
+                             "memory", "ll");
+  ResolvedProgram program = resolve(synced.parse(), 0, 1024);
+  specialize(program);
+  EXPECT_EQ(program.ops.size(), 3u);
+  // A reduction of nine sources stays generic: the program runs in the generic kernel, which has no
+  // one-shot handler, so its pair stays two ops.
+  PlanText generic = twoRanks("", "memory", "ll");
+  std::string nine;
+  for (int i = 0; i < 9; ++i) nine += std::string(i ? ", " : "") + R"({"buffer": "scratch", "index": 0})";
+  generic.ranks[0].threadblocks =
+      threadblock(0, kOneShotPair + R"(, {"op": "reduce_packet", "reduce_op": "sum", "src": )" + kIn0 +
+                         R"(, "srcs": [)" + nine + R"(], "dst": {"buffer": "output", "index": 0}})");
+  program = resolve(generic.parse(), 0, 1024);
+  specialize(program);
+  ASSERT_EQ(program.ops.size(), 3u);
+  EXPECT_EQ(program.ops[2].code, OpCode::kTransfer);
+  EXPECT_EQ(program.ops[0].code, OpCode::kFastTransfer);
 }
 
 TEST(SpecializeTest, ASmallProgramLaunchesAThreadPerUnitInWholeWarps) {

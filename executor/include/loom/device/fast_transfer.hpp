@@ -51,10 +51,12 @@ LOOM_HOST_DEVICE FastOperands gatherFastOperands(const BlockState& s, const Op& 
 }
 
 // Units from `begin` on, each operand read and written through UnitIo (any alignment, a short last
-// unit): for what the whole-unit loop below does not take. Out of line and not unrolled: it is the
-// cold path (a message's last unit, or operands a user's buffer leaves unaligned).
+// unit): for what the whole-unit loops below do not take. The first `sources` sources are combined
+// and written to destinations [dstBegin, dstEnd). Out of line and not unrolled: it is the cold path
+// (a message's last unit, or operands a user's buffer leaves unaligned).
 template <typename Units>
-LOOM_HOST_DEVICE_COLD void fastUnitsByParts(const BlockState& s, const Op& op, const FastOperands& f, uint64_t begin) {
+LOOM_HOST_DEVICE_COLD void fastUnitsByParts(const BlockState& s, const Op& op, const FastOperands& f, uint64_t begin,
+                                            uint32_t sources, uint32_t dstBegin, uint32_t dstEnd) {
   const uint64_t units = (op.bytes + 15) / 16;
   const int32_t planOp = int32_t(op.planOp);
   for (uint64_t unit = begin + s.thread; unit < units; unit += s.threads) {
@@ -63,13 +65,11 @@ LOOM_HOST_DEVICE_COLD void fastUnitsByParts(const BlockState& s, const Op& op, c
       return UnitIo{address, packet, reinterpret_cast<uintptr_t>(address) % 16 == 0};
     };
     typename Units::Acc acc = Units::start(io(f.src[0], f.plainSources == 0).load(unit, bytes, s, planOp));
-    for (uint32_t i = 1; i < kMaxFastOperands; ++i) {
-      if (i < f.sources) Units::add(acc, io(f.src[i], i >= f.plainSources).load(unit, bytes, s, planOp));
+    for (uint32_t i = 1; i < sources; ++i) {
+      Units::add(acc, io(f.src[i], i >= f.plainSources).load(unit, bytes, s, planOp));
     }
     const Vec16 result = Units::finish(acc);
-    for (uint32_t i = 0; i < kMaxFastOperands; ++i) {
-      if (i < f.destinations) io(f.dst[i], f.dstPacket[i]).store(unit, bytes, result, s);
-    }
+    for (uint32_t i = dstBegin; i < dstEnd; ++i) io(f.dst[i], f.dstPacket[i]).store(unit, bytes, result, s);
   }
 }
 
@@ -77,18 +77,38 @@ LOOM_HOST_DEVICE_COLD void fastUnitsByParts(const BlockState& s, const Op& op, c
 // polls of several peers, few enough that their values fit in registers beside the operands.
 inline constexpr uint32_t kPolledTogether = 4;
 
-template <typename Units>
-LOOM_HOST_DEVICE void runFastTransfer(const BlockState& s, const Op& op) {
+// The whole 16-byte units of a fast transfer or one-shot: every source combined into destinations
+// [dstBegin, dstEnd); with kInputToo, the first source (plain) also goes, as it is, to destinations
+// [dstEnd, f.destinations) (the one-shot's packet puts, from the one load).
+template <typename Units, bool kInputToo>
+LOOM_HOST_DEVICE void fastWholeUnits(const BlockState& s, const Op& op, const FastOperands& f, uint64_t whole,
+                                     uint32_t dstEnd) {
   constexpr uint32_t K = kMaxFastOperands;
-  const FastOperands f = gatherFastOperands(s, op);
-  const uint64_t whole = f.aligned ? op.bytes / 16 : 0;
   const int32_t planOp = int32_t(op.planOp);
   const uint64_t flags = LL16Packet::bothFlags(s.flag);
+  const auto store = [&](uint32_t i, uint64_t unit, const Vec16& value) {
+    if (f.dstPacket[i]) {
+      LL16Packet* packets = reinterpret_cast<LL16Packet*>(f.dst[i]) + 2 * unit;
+      packets[0].write(value.x, s.flag);
+      packets[1].write(value.y, s.flag);
+    } else {
+      reinterpret_cast<Vec16*>(f.dst[i])[unit] = value;
+    }
+  };
   for (uint64_t unit = s.thread; unit < whole; unit += s.threads) {
     // Plain sources first, in order, combined as they arrive (their loads are independent, so they
-    // are in flight together); then every packet source is read once before any is waited for.
+    // are in flight together); then the packet sources, group by group.
     typename Units::Acc acc{};
-    if (f.plainSources > 0) acc = Units::start(reinterpret_cast<const Vec16*>(f.src[0])[unit]);
+    if (f.plainSources > 0) {
+      const Vec16 first = reinterpret_cast<const Vec16*>(f.src[0])[unit];
+      if constexpr (kInputToo) {
+        LOOM_UNROLL
+        for (uint32_t i = 0; i < K; ++i) {
+          if (i >= dstEnd && i < f.destinations) store(i, unit, first);
+        }
+      }
+      acc = Units::start(first);
+    }
     LOOM_UNROLL
     for (uint32_t i = 1; i < K; ++i) {
       if (i < f.plainSources) Units::add(acc, reinterpret_cast<const Vec16*>(f.src[i])[unit]);
@@ -114,8 +134,6 @@ LOOM_HOST_DEVICE void runFastTransfer(const BlockState& s, const Op& op) {
         if (i >= f.plainSources && i < f.sources && !ready[j]) pending |= 1u << j;
       }
       if (pending != 0) {
-        // One wait for all of them (one copy of the wait loop, not one per source: the kernel's
-        // registers go to the sources' values, not to copies of its timeout path).
         spinUntil(
             s.program.wait, WaitKind::kPacket, planOp, s.flag,
             [&]() -> uint64_t {
@@ -152,17 +170,33 @@ LOOM_HOST_DEVICE void runFastTransfer(const BlockState& s, const Op& op) {
     const Vec16 result = Units::finish(acc);
     LOOM_UNROLL
     for (uint32_t i = 0; i < K; ++i) {
-      if (i >= f.destinations) continue;
-      if (f.dstPacket[i]) {
-        LL16Packet* packets = reinterpret_cast<LL16Packet*>(f.dst[i]) + 2 * unit;
-        packets[0].write(result.x, s.flag);
-        packets[1].write(result.y, s.flag);
-      } else {
-        reinterpret_cast<Vec16*>(f.dst[i])[unit] = result;
-      }
+      if (i < dstEnd) store(i, unit, result);
     }
   }
-  fastUnitsByParts<Units>(s, op, f, whole);  // the short last unit, or every unit when not aligned
+}
+
+template <typename Units>
+LOOM_HOST_DEVICE void runFastTransfer(const BlockState& s, const Op& op) {
+  const FastOperands f = gatherFastOperands(s, op);
+  const uint64_t whole = f.aligned ? op.bytes / 16 : 0;
+  fastWholeUnits<Units, false>(s, op, f, whole, f.destinations);
+  // the short last unit, or every unit when not aligned
+  fastUnitsByParts<Units>(s, op, f, whole, f.sources, 0, f.destinations);
+}
+
+// The fused one-shot (kOneShot): the local chunk (source 0) goes as packets to the peers (the last
+// `inputDestinations` destinations), and is reduced with the peers' packets of the same chunk (the
+// other sources) into the first destinations; the chunk is loaded once for both. Its sends of a unit
+// precede its wait for that unit's packets, as in the two ops it replaces, so it cannot wait on a peer
+// that waits on it.
+template <typename Units>
+LOOM_HOST_DEVICE void runOneShot(const BlockState& s, const Op& op) {
+  const FastOperands f = gatherFastOperands(s, op);
+  const uint64_t whole = f.aligned ? op.bytes / 16 : 0;
+  const uint32_t resultDestinations = f.destinations - op.inputDestinations;
+  fastWholeUnits<Units, true>(s, op, f, whole, resultDestinations);
+  fastUnitsByParts<CopyUnits>(s, op, f, whole, 1, resultDestinations, f.destinations);
+  fastUnitsByParts<Units>(s, op, f, whole, f.sources, 0, resultDestinations);
 }
 
 }  // namespace loom::device

@@ -126,6 +126,8 @@ LOOM_HOST_DEVICE void runData(const BlockState& s, const Op& op) {
     } else {
       runFastTransfer<CopyUnits>(s, op);
     }
+  } else if (op.code == OpCode::kOneShot) {
+    runOneShot<Reduce>(s, op);
   }  // a generic kTransfer never reaches a fast kernel: the executor launches the generic one then
 }
 
@@ -136,6 +138,7 @@ LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
     case OpCode::kTransfer:
     case OpCode::kCopy:
     case OpCode::kFastTransfer:
+    case OpCode::kOneShot:
       runData<Reduce, kFast>(s, op);
       break;
     case OpCode::kPortPut:

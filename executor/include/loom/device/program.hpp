@@ -19,6 +19,8 @@ enum class OpCode : uint8_t {
   kCopy,        // a kTransfer resolution specialised: one plain source, one plain destination
   kFastTransfer,  // a kTransfer specialised: 1-8 sources (plain, then `packetSources` of packets),
                   // 1-8 destinations; fast_transfer.hpp
+  kOneShot,       // a packet put of a chunk and the reduction of the peers' packets of that chunk with it,
+                  // fused (fast_transfer.hpp): the last `inputDestinations` destinations get the chunk
   kPortPut,     // ask the proxy to copy one local range to each port destination (+ signal, + flush)
   kSignal,      // one channel per operand
   kWait,        // one channel per operand
@@ -69,7 +71,8 @@ struct Op {
   uint32_t planOp;       // the op's index in its plan thread block (a pipeline's index for its body)
   uint32_t barrier;      // kBarrier: the rank's barrier counter
   uint32_t participants;  // kBarrier: how many thread blocks meet
-  uint32_t packetSources;  // kFastTransfer: the last this many sources are LL packets
+  uint32_t packetSources;  // kFastTransfer, kOneShot: the last this many sources are LL packets
+  uint32_t inputDestinations;  // kOneShot: the last this many destinations get source 0 as it is
   uint64_t bytes;        // kTransfer / kPortPut: data bytes moved
 };
 
