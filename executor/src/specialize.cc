@@ -30,8 +30,8 @@ std::optional<uint32_t> fastShape(const ResolvedProgram& program, const device::
 }
 
 bool plainCopy(const ResolvedProgram& program, const device::Op& op) {
-  return op.srcs == 1 && op.dsts == 1 && !(op.flags & device::kOpReduces) &&
-         program.operands[op.first].packet == 0 && program.operands[op.first + 1].packet == 0;
+  return op.srcs == 1 && op.dsts == 1 && !(op.flags & device::kOpReduces) && program.operands[op.first].packet == 0 &&
+         program.operands[op.first + 1].packet == 0;
 }
 
 bool sameOperand(const device::Operand& a, const device::Operand& b) {
@@ -132,8 +132,8 @@ uint32_t launchThreads(const ResolvedProgram& program, uint32_t planThreads) {
   constexpr uint64_t kWarp = 32;
   uint64_t units = 0;
   for (const device::Op& op : program.ops) {
-    const bool data = op.code == OpCode::kTransfer || op.code == OpCode::kCopy ||
-                      op.code == OpCode::kFastTransfer || op.code == OpCode::kOneShot;
+    const bool data = op.code == OpCode::kTransfer || op.code == OpCode::kCopy || op.code == OpCode::kFastTransfer ||
+                      op.code == OpCode::kOneShot;
     if (data) units = std::max(units, (op.bytes + 15) / 16);
   }
   const uint64_t warps = std::max<uint64_t>(1, (units + kWarp - 1) / kWarp);

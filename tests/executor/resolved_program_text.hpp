@@ -51,8 +51,7 @@ struct PlanText {
     const std::string n = std::to_string(ranks.size());
     const std::string inPlace = inplace ? "true" : "false";
     return Plan::parse(R"({"format_version": 1, "name": "resolve_test", "collective": ")" + collective +
-                       R"(", "protocol": ")" + protocol + R"(", "inplace": )" + inPlace +
-                       R"(, "world_size": )" + n +
+                       R"(", "protocol": ")" + protocol + R"(", "inplace": )" + inPlace + R"(, "world_size": )" + n +
                        R"(, "ranks_per_node": )" + n + R"(, "threads_per_block": 256, "min_message_bytes": 0,
                        "max_message_bytes": 1073741824, "alignment_bytes": )" +
                        std::to_string(alignmentBytes) + R"(, "gpus": [)" + gpus + "]}");
@@ -70,7 +69,7 @@ inline std::string threadblock(uint32_t id, const std::string& ops) {
 // Two ranks joined by channel 0 of `channelType`; rank 0 runs `ops` in thread block 0, rank 1 a nop.
 // Both cut input and output into 2 chunks and keep 2 scratch chunks.
 inline PlanText twoRanks(const std::string& ops, const std::string& channelType = "memory",
-                  const std::string& protocol = "simple") {
+                         const std::string& protocol = "simple") {
   PlanText plan;
   plan.protocol = protocol;
   plan.ranks.resize(2);

@@ -42,7 +42,8 @@ TEST(SpecializeTest, APlainCopyBecomesTheVectorisedCopy) {
 TEST(SpecializeTest, PutsAndReductionsOfUpToEightOperandsBecomeFastTransfers) {
   PlanText text = twoRanks(R"({"op": "put", "src": )" + kIn0 + R"(, "dsts": [)" + peer("output", 0) + ", " +
                            peer("output", 1) + R"(]},
-      {"op": "reduce", "reduce_op": "sum", "srcs": [)" + kIn0 + ", " + kIn1 + R"(, {"buffer": "scratch", "index": 0}],
+      {"op": "reduce", "reduce_op": "sum", "srcs": [)" +
+                           kIn0 + ", " + kIn1 + R"(, {"buffer": "scratch", "index": 0}],
        "dst": )" + kOut0 + "}");
   EXPECT_EQ(specialized(text.parse()),
             (std::vector<std::string>{
@@ -56,10 +57,13 @@ TEST(SpecializeTest, PacketSourcesAfterThePlainOnesAreCounted) {
   // LL: the packet reduction of an all-reduce (its own chunk plus a peer's packets, result kept and sent
   // as packets), a packet put, and an unpack (a packet source alone).
   PlanText text = twoRanks(R"({"op": "put_packet", "src": )" + kIn0 + R"(, "dsts": [)" + peer("scratch", 0) + R"(]},
-      {"op": "reduce_send_packet", "reduce_op": "sum", "src": )" + kIn1 +
+      {"op": "reduce_send_packet", "reduce_op": "sum", "src": )" +
+                               kIn1 +
                                R"(, "srcs": [{"buffer": "scratch", "index": 1}], "dst": {"buffer": "input", "index": 1},
-       "dsts": [)" + peer("scratch", 1) + R"(]},
-      {"op": "unpack_packet", "src": {"buffer": "scratch", "index": 1}, "dst": )" + kOut0 + "}",
+       "dsts": [)" + peer("scratch", 1) +
+                               R"(]},
+      {"op": "unpack_packet", "src": {"buffer": "scratch", "index": 1}, "dst": )" +
+                               kOut0 + "}",
                            "memory", "ll");
   const std::vector<std::string> lines = specialized(text.parse());
   ASSERT_EQ(lines.size(), 3u);
@@ -76,9 +80,10 @@ TEST(SpecializeTest, MoreThanEightSourcesOrDestinationsStayGeneric) {
     nine += std::string(i ? ", " : "") + R"({"buffer": "input", "index": )" + std::to_string(i) + "}";
     nineDsts += std::string(i ? ", " : "") + peer("output", i);
   }
-  text.ranks[0].threadblocks = threadblock(0, R"({"op": "reduce", "reduce_op": "max", "srcs": [)" + nine +
-                                                  R"(], "dst": )" + kOut0 + R"(},
-      {"op": "put", "src": )" + kIn0 + R"(, "dsts": [)" + nineDsts + "]}");
+  text.ranks[0].threadblocks =
+      threadblock(0, R"({"op": "reduce", "reduce_op": "max", "srcs": [)" + nine + R"(], "dst": )" + kOut0 + R"(},
+      {"op": "put", "src": )" +
+                         kIn0 + R"(, "dsts": [)" + nineDsts + "]}");
   const std::vector<std::string> lines = specialized(text.parse(), 9 * 16);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0].substr(0, lines[0].find(" (")), "transfer reduces bytes=16");
@@ -100,18 +105,22 @@ TEST(SpecializeTest, ProxyTriggersAndSyncOpsAreLeftAlone) {
 // scratch operands alternate halves: specialisation changes op codes only, never an operand or a count,
 // and every data op of these shapes specialises.
 TEST(SpecializeTest, OnlyOpCodesChangeAtOddSizesInAndOutOfPlaceAndInLLPlans) {
-  PlanText simple = twoRanks(R"({"op": "put", "src": )" + kIn1 + R"(, "dsts": [)" + peer("output", 1) + R"(]},
-      {"op": "reduce", "reduce_op": "sum", "srcs": [)" + kIn1 + R"(, {"buffer": "scratch", "index": 1}], "dst": {"buffer": "output", "index": 1}})");
+  PlanText simple =
+      twoRanks(R"({"op": "put", "src": )" + kIn1 + R"(, "dsts": [)" + peer("output", 1) + R"(]},
+      {"op": "reduce", "reduce_op": "sum", "srcs": [)" +
+               kIn1 + R"(, {"buffer": "scratch", "index": 1}], "dst": {"buffer": "output", "index": 1}})");
   PlanText inplace = simple;
   inplace.inplace = true;
   // (A packet put of another chunk than the reduction's: no one-shot pair, tested below.)
   PlanText ll = twoRanks(R"({"op": "put_packet", "src": )" + kIn0 + R"(, "dsts": [)" + peer("scratch", 0) + R"(]},
-      {"op": "reduce_packet", "reduce_op": "sum", "src": )" + kIn1 + R"(, "srcs": [{"buffer": "scratch", "index": 1}],
+      {"op": "reduce_packet", "reduce_op": "sum", "src": )" +
+                             kIn1 + R"(, "srcs": [{"buffer": "scratch", "index": 1}],
        "dst": {"buffer": "output", "index": 1}})",
                          "memory", "ll");
   for (const PlanText* text : {&simple, &inplace, &ll}) {
     const Plan plan = text->parse();
-    for (uint64_t bytes : {uint64_t{1}, uint64_t{15}, uint64_t{17}, uint64_t{1000}, uint64_t{4100}, (uint64_t{1} << 20) + 3}) {
+    for (uint64_t bytes :
+         {uint64_t{1}, uint64_t{15}, uint64_t{17}, uint64_t{1000}, uint64_t{4100}, (uint64_t{1} << 20) + 3}) {
       SCOPED_TRACE(std::to_string(bytes) + " bytes, " + text->protocol + (text->inplace ? ", in place" : ""));
       const ResolvedProgram before = resolve(plan, 0, bytes);
       ResolvedProgram after = before;
@@ -139,7 +148,8 @@ TEST(SpecializeTest, OnlyOpCodesChangeAtOddSizesInAndOutOfPlaceAndInLLPlans) {
 // destinations are the reduction's, then the put's (which get the chunk as it is).
 const std::string kOneShotPair = R"({"op": "put_packet", "src": )" + kIn1 + R"(, "dsts": [)" + peer("scratch", 1) +
                                  R"(]},
-    {"op": "reduce_packet", "reduce_op": "sum", "src": )" + kIn1 + R"(, "srcs": [{"buffer": "scratch", "index": 1}],
+    {"op": "reduce_packet", "reduce_op": "sum", "src": )" +
+                                 kIn1 + R"(, "srcs": [{"buffer": "scratch", "index": 1}],
      "dst": {"buffer": "output", "index": 1}})";
 
 TEST(SpecializeTest, AnLLOneShotPairFusesIntoOneOp) {
@@ -179,7 +189,8 @@ TEST(SpecializeTest, AnLLOneShotPairFusesIntoOneOp) {
 TEST(SpecializeTest, AOneShotPairDoesNotFuseAcrossASyncOrWhenAnOpStaysGeneric) {
   PlanText synced = twoRanks(R"({"op": "put_packet", "src": )" + kIn1 + R"(, "dsts": [)" + peer("scratch", 1) +
                                  R"(]}, {"op": "nop"},
-      {"op": "reduce_packet", "reduce_op": "sum", "src": )" + kIn1 + R"(, "srcs": [{"buffer": "scratch", "index": 1}],
+      {"op": "reduce_packet", "reduce_op": "sum", "src": )" +
+                                 kIn1 + R"(, "srcs": [{"buffer": "scratch", "index": 1}],
        "dst": {"buffer": "output", "index": 1}})",
                              "memory", "ll");
   ResolvedProgram program = resolve(synced.parse(), 0, 1024);

@@ -26,7 +26,7 @@ LOOM_HOST_DEVICE void syncBlock() {
 }
 
 LOOM_HOST_DEVICE uint8_t* operandAddress(const BlockState& s, const Operand& o) {
-  void* base = o.channel == kLocalOperand      ? s.program.buffers[o.buffer]
+  void* base = o.channel == kLocalOperand   ? s.program.buffers[o.buffer]
                : o.buffer == kStagingBuffer ? s.program.channels[o.channel].staging
                                             : s.program.channels[o.channel].peerBuffers[o.buffer];
   return static_cast<uint8_t*>(base) + o.offset + (s.odd ? o.oddOffset : 0);
