@@ -6,7 +6,7 @@
 // and the packet reduction of the same chunk, fused). Against the generic handler (transfer.hpp) they
 // gather an op's operands once into arrays the compiler keeps in registers (loops unrolled to
 // kMaxFastOperands, no 72-entry operand array), decide alignment once per op instead of per unit,
-// and read the packet sources of a unit, four at a time, before they wait for any of them, so the
+// and read the packet sources of a unit, two at a time, before they wait for any of them, so the
 // polls of several peers overlap. They never call the generic handler, so a kernel of fast ops alone
 // (interpreter.hpp, runBlock<Reduce, true>) carries none of the generic path. The arithmetic is the
 // generic handler's, in the same order: results are bit for bit the same (LOOM_GENERIC_PATH=1 runs
@@ -74,9 +74,10 @@ LOOM_HOST_DEVICE_COLD void fastUnitsByParts(const BlockState& s, const Op& op, c
   }
 }
 
-// Packet sources are read this many at a time before any of them is waited for: enough to overlap the
-// polls of several peers, few enough that their values fit in registers beside the operands.
-inline constexpr uint32_t kPolledTogether = 4;
+// Packet sources are read this many at a time before any of them is waited for: the polls of two peers
+// overlap, and the values fit in registers beside the operands (with 4, nvcc 13 spilled 3.5 times as
+// much of the fast kernel: 1038 bytes of spill stores against 300).
+inline constexpr uint32_t kPolledTogether = 2;
 
 // The whole 16-byte units of a fast transfer or one-shot: every source combined into destinations
 // [dstBegin, dstEnd); with kInputToo, the first source (plain) also goes, as it is, to destinations
