@@ -21,8 +21,10 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
   ResolvedProgram resolved = resolve(resources.plan(), rank, messageBytes);
   if (!genericPathForced()) specialize(resolved);
   transfers_ = countTransfers(resolved);
+  // No generic data op: the fast kernel runs the program, with as many threads as its data needs.
+  const bool specialized = transfers_.generic == 0;
   const uint32_t planThreads = resources.plan().threadsPerBlock;
-  threads_ = transfers_.generic == 0 ? launchThreads(resolved, planThreads) : planThreads;
+  threads_ = specialized ? launchThreads(resolved, planThreads) : planThreads;
   scratchBytes_ = resolved.scratchBytes;
   const TransportFlags transports = resources.transports();
   // Registrations refer to the user's memory, not a copy: nothing is copied per call.
@@ -40,7 +42,7 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
   program_.barriers = resources.barriers();
   program_.wait = communicator.deviceDiagnostics().waitContext();
   program_.blocks = resolved.blocks();
-  program_.specialized = transfers_.generic == 0 ? 1 : 0;
+  program_.specialized = specialized ? 1 : 0;
 }
 
 // Each rank sends its three registrations to every peer it has a channel to and receives theirs.
