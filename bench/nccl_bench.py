@@ -5,6 +5,7 @@ raw numbers as JSON:
 
     python bench/nccl_bench.py --nproc 2                                  # torch only
     python bench/nccl_bench.py --nproc 1 --nccl-tests ~/nccl-tests/build  # and nccl-tests (-g NPROC)
+    python bench/nccl_bench.py --nproc 2 --nccl-tests DIR --mpi           # nccl-tests built with MPI=1
 
 Each side runs under torchrun in its own processes (the library is put in front with LD_PRELOAD, so
 the program is the same). The target (issue 13): never slower than NCCL at any size; a forwarded
@@ -35,6 +36,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--library", default="", help="libloom_nccl.so (default: loom nccl-path)")
     parser.add_argument("--nccl-tests", default="", help="folder with nccl-tests' all_reduce_perf (built)")
+    parser.add_argument("--mpi", action="store_true", help="nccl-tests was built with MPI: mpirun -np NPROC, -g 1")
     parser.add_argument("--out", default=str(ROOT / "docs" / "perf" / "nccl.md"))
     parser.add_argument("--data", default=str(ROOT / "docs" / "perf" / "data" / "nccl.json"))
     parser.add_argument("--worker", default="", help=argparse.SUPPRESS)  # inside torchrun: write results here
@@ -117,11 +119,17 @@ def run_torch(args: argparse.Namespace, library: str, preload: bool) -> dict:
 
 def run_nccl_tests(args: argparse.Namespace, library: str, preload: bool) -> list[dict]:
     program = Path(args.nccl_tests) / "all_reduce_perf"
-    env = {**os.environ, "NCCL_NVLS_ENABLE": "0"}
-    if preload:
-        env["LD_PRELOAD"] = library
-    command = [str(program), "-b", str(args.min_bytes), "-e", str(args.max_bytes), "-f", "2", "-g", str(args.nproc)]
-    command += ["-c", "1"]
+    preloaded = {"NCCL_NVLS_ENABLE": "0", **({"LD_PRELOAD": library} if preload else {})}
+    env = {**os.environ, **preloaded}
+    command = [str(program), "-b", str(args.min_bytes), "-e", str(args.max_bytes), "-f", "2", "-c", "1"]
+    if args.mpi:
+        sys.path.insert(0, str(ROOT / "tests" / "nccl"))
+        from nccl_tests_build import mpirun_command
+
+        command = [*mpirun_command(args.nproc, preloaded), *command, "-g", "1"]
+        env = dict(os.environ)  # the preload goes to the ranks only, not to mpirun
+    else:
+        command += ["-g", str(args.nproc)]
     output = subprocess.run(command, check=True, env=env, capture_output=True, text=True, timeout=3600).stdout
     rows = []
     for line in output.splitlines():
@@ -171,7 +179,8 @@ def write_report(args: argparse.Namespace, data: dict) -> None:
     if data.get("nccl_tests"):
         lines += [
             "",
-            f"nccl-tests `all_reduce_perf -g {args.nproc} -c 1`: microseconds out of place / in place, and"
+            f"nccl-tests `{'mpirun -np ' + str(args.nproc) + ' ' if args.mpi else ''}all_reduce_perf"
+            f" -g {1 if args.mpi else args.nproc} -c 1`: microseconds out of place / in place, and"
             " the elements its check found wrong:",
             "",
             "| size | NCCL | Loom | wrong (Loom) |",

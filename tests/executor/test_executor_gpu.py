@@ -3,6 +3,8 @@ NVIDIA GPUs or torch.
 
 - every library plan for 2 (and, where the host has them, 4) GPUs, every data type, sizes from 1 KiB to
   64 MiB including odd ones, in and out of place, against a float64 reference (gpu/plan_check.py);
+- every bundled plan for 2 GPUs the same way (their size ranges opened down to 0);
+- the fast kernel against the generic one (LOOM_GENERIC_PATH=1) on 2 GPUs, bit for bit (issue 18);
 - 1,000 back-to-back and 1,000 graph-replayed calls of each without drift (gpu/drift_check.py);
 - loom.Communicator with torch tensors on 2 and 4 GPUs, eagerly and inside torch.cuda.graph capture
   (gpu/collective_api_check.py);
@@ -12,6 +14,7 @@ NVIDIA GPUs or torch.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -52,6 +55,28 @@ def write_library_plans(world: int, folder: Path, **options) -> Path:
     return folder
 
 
+def bundled_plans(world: int, folder: Path) -> Path:
+    """The bundled plans of `world` ranks (one node, or two nodes of world/2 each), their size ranges opened
+    down to 0: the program is the same at every size, and the check's sizes stay small."""
+    for path in sorted((ROOT / "plans" / "default").glob("*.json")):
+        plan = json.loads(path.read_text())
+        if plan["world_size"] == world:
+            plan["min_message_bytes"] = 0
+            (folder / path.name).write_text(json.dumps(plan))
+    return folder
+
+
+def assert_same_digests(world: int, fast: Path, generic: Path) -> None:
+    """Each rank's output digests of a plan_check.py --digests run with the fast kernel and one with
+    LOOM_GENERIC_PATH=1 are the same, line for line."""
+    for rank in range(world):
+        fast_digests = Path(f"{fast}.{rank}").read_text().splitlines()
+        generic_digests = Path(f"{generic}.{rank}").read_text().splitlines()
+        assert fast_digests, "no outputs were digested"
+        differing = [a.split()[:4] for a, b in zip(fast_digests, generic_digests, strict=True) if a != b]
+        assert not differing, f"rank {rank}: the fast path differs from the generic one in {differing[:5]}"
+
+
 def compute_sanitizer() -> str:
     """The compute-sanitizer program; skips the test when it is not installed."""
     sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
@@ -60,12 +85,13 @@ def compute_sanitizer() -> str:
     return sanitizer
 
 
-def _launch(world: int, program: list[str], timeout: int = 600) -> None:
+def _launch(world: int, program: list[str], timeout: int = 600, **extra_env: str) -> str:
     command = [sys.executable, "-m", "loom.launch", "-n", str(world), "--timeout", str(timeout - 60), *program]
-    environment = {**os.environ, "NCCL_NVLS_ENABLE": "0", "LOOM_DEVICE_TIMEOUT_MS": "60000"}
+    environment = {**os.environ, "NCCL_NVLS_ENABLE": "0", "LOOM_DEVICE_TIMEOUT_MS": "60000", **extra_env}
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment, check=False)
     output = done.stdout + done.stderr
     assert done.returncode == 0 and "FAIL" not in output, output[-4000:]
+    return output
 
 
 @pytest.mark.gpu
@@ -73,6 +99,25 @@ def _launch(world: int, program: list[str], timeout: int = 600) -> None:
 def test_every_library_plan_matches_float64_reference(world, tmp_path):
     plans = _library_plans(world, tmp_path)
     _launch(world, [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans), "--sizes", SIZES])
+
+
+@pytest.mark.gpu
+def test_every_bundled_2_gpu_plan_matches_float64_reference(tmp_path):
+    _need_gpus_and_torch(2)
+    plans = bundled_plans(2, tmp_path)
+    sizes = "1000,4100,65552,1048592,16777232"  # the same programs as at 64 MiB, in a fraction of the time
+    _launch(2, [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans), "--sizes", sizes])
+
+
+@pytest.mark.gpu
+def test_fast_and_generic_paths_agree_bit_for_bit_on_2_gpus(tmp_path):
+    plans = _library_plans(2, tmp_path)
+    check = [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans)]
+    check += ["--sizes", "1000,4100,65552,1048592"]
+    fast = _launch(2, [*check, "--digests", str(tmp_path / "fast")])
+    generic = _launch(2, [*check, "--digests", str(tmp_path / "generic")], LOOM_GENERIC_PATH="1")
+    assert "'specialized_transfers': 0" not in fast and "'generic_transfers': 0" not in generic
+    assert_same_digests(2, tmp_path / "fast", tmp_path / "generic")
 
 
 @pytest.mark.gpu

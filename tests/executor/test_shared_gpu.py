@@ -12,7 +12,6 @@ without a GPU or torch. What their timings mean: docs/testing.md (kernel costs o
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -25,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GPU_CHECKS = ROOT / "tests" / "executor" / "gpu"
 sys.path.insert(0, str(ROOT / "tests" / "runtime"))
-from test_executor_gpu import compute_sanitizer, write_library_plans  # noqa: E402
+from test_executor_gpu import assert_same_digests, bundled_plans, compute_sanitizer, write_library_plans  # noqa: E402
 from test_runtime_gpu import GPUS  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -72,17 +71,6 @@ def _failure_report(output: str) -> str:
     return "\n".join(["first failures:", *first, "end of output:", output[-3000:]])
 
 
-def _bundled_plans(world: int, folder: Path) -> Path:
-    """The bundled plans of `world` ranks (one node, or two nodes of world/2 each), their size ranges opened
-    down to 0: the program is the same at every size, and the check's sizes stay small."""
-    for path in sorted((ROOT / "plans" / "default").glob("*.json")):
-        plan = json.loads(path.read_text())
-        if plan["world_size"] == world:
-            plan["min_message_bytes"] = 0
-            (folder / path.name).write_text(json.dumps(plan))
-    return folder
-
-
 def _check_plans(world: int, plans: Path, sizes: str) -> None:
     check = [str(GPU_CHECKS / "plan_check.py"), "--share-gpu", str(world)]
     output = _run([*check, "--plans", str(plans), "--sizes", sizes])
@@ -103,7 +91,7 @@ def test_every_library_plan_matches_float64_on_one_gpu(world, tmp_path):
 
 @pytest.mark.parametrize("world", [4, 8, 16])  # 16: the 2x8 plans whose blocks fit (docs/testing.md)
 def test_every_bundled_plan_matches_float64_on_one_gpu(world, tmp_path):
-    _check_plans(world, _bundled_plans(world, tmp_path), BUNDLED_SIZES[world])
+    _check_plans(world, bundled_plans(world, tmp_path), BUNDLED_SIZES[world])
 
 
 def test_fast_and_generic_paths_agree_bit_for_bit_on_one_gpu(tmp_path):
@@ -114,12 +102,7 @@ def test_fast_and_generic_paths_agree_bit_for_bit_on_one_gpu(tmp_path):
     fast = _run([*check, "--digests", str(tmp_path / "fast")])
     generic = _run([*check, "--digests", str(tmp_path / "generic")], LOOM_GENERIC_PATH="1")
     assert "'specialized_transfers': 0" not in fast and "'generic_transfers': 0" not in generic
-    for rank in range(4):
-        fast_digests = (tmp_path / f"fast.{rank}").read_text().splitlines()
-        generic_digests = (tmp_path / f"generic.{rank}").read_text().splitlines()
-        assert fast_digests, "no outputs were digested"
-        differing = [a.split()[:4] for a, b in zip(fast_digests, generic_digests, strict=True) if a != b]
-        assert not differing, f"rank {rank}: the fast path differs from the generic one in {differing[:5]}"
+    assert_same_digests(4, tmp_path / "fast", tmp_path / "generic")
 
 
 def test_drift_check_at_4_ranks_on_one_gpu(tmp_path):

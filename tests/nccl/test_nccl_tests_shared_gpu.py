@@ -22,9 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "runtime"))
 from test_runtime_gpu import GPUS  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests" / "nccl"))
+from nccl_tests_build import CUDA, build_nccl_tests, nccl_tests_rows, size_bytes  # noqa: E402
+
 BUILD = Path(os.environ.get("LOOM_BUILD_DIR", ROOT / "build"))
 LIBRARY = BUILD / "executor" / "nccl" / "libloom_nccl.so"
-CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 RANKS = 4
 
 pytestmark = pytest.mark.gpu
@@ -42,12 +44,6 @@ CASES = {
 FITTING_INSTANCES = 8
 
 
-def _include_dir() -> Path:
-    cache = (BUILD / "CMakeCache.txt").read_text()
-    found = re.search(r"^LOOM_NCCL_INCLUDE_DIR:PATH=(.*)$", cache, re.MULTILINE)
-    return Path(found.group(1)) if found else CUDA / "include"
-
-
 @pytest.fixture(scope="module")
 def nccl_tests(tmp_path_factory) -> dict[str, Path]:
     """The nccl-tests programs and the shim, built once: linked against a libnccl.so that is this library
@@ -62,35 +58,10 @@ def nccl_tests(tmp_path_factory) -> dict[str, Path]:
     if shutil.which("make") is None or not (CUDA / "bin" / "nvcc").exists():
         pytest.skip(f"needs make and {CUDA}/bin/nvcc to build nccl-tests")
     work = tmp_path_factory.mktemp("nccl-tests")
-    (work / "lib").mkdir()
-    (work / "lib" / "libnccl.so").symlink_to(LIBRARY)
-    capability = (
-        subprocess.run(
-            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader", "-i", "0"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        .stdout.strip()
-        .replace(".", "")
-    )
-    make = [
-        "make",
-        "-C",
-        str(Path(source) / "src"),
-        f"-j{os.cpu_count() or 4}",
-        f"BUILDDIR={work / 'bin'}",
-        # The shared CUDA runtime, which the shim can wrap; with NVCC not a bare path, the Makefile cannot
-        # tell the CUDA version, so the C++ standard that CUDA 13 needs is given too.
-        f"CUDA_HOME={CUDA}",
-        f"NVCC={CUDA / 'bin' / 'nvcc'} -cudart shared",
-        "CXXSTD=-std=c++17",
-        f"NVCC_GENCODE=-gencode=arch=compute_{capability},code=sm_{capability}",
-        f"NCCL_HOME={work}",
-    ]
-    environment = {**os.environ, "CPATH": str(_include_dir())}
-    built = subprocess.run(make, capture_output=True, text=True, timeout=900, env=environment, check=False)
-    assert built.returncode == 0, (built.stdout + built.stderr)[-6000:]
+    try:
+        binaries = build_nccl_tests(Path(source), work, LIBRARY, BUILD)
+    except RuntimeError as error:
+        pytest.fail(str(error))
     shim = work / "one_gpu_devices.so"
     compile_shim = ["cc", "-shared", "-fPIC", "-O2", f"-I{CUDA / 'include'}", "-o", str(shim)]
     subprocess.run([*compile_shim, str(ROOT / "tests" / "nccl" / "gpu" / "one_gpu_devices.c"), "-ldl"], check=True)
@@ -99,7 +70,7 @@ def nccl_tests(tmp_path_factory) -> dict[str, Path]:
     fitting = work / "cache-fitting"
     shutil.copytree(work / "cache", fitting)
     _recompile_large_allgather(fitting)
-    return {"bin": work / "bin", "lib": work / "lib", "shim": shim, "cache": work / "cache", "fitting": fitting}
+    return {"bin": binaries, "lib": work / "lib", "shim": shim, "cache": work / "cache", "fitting": fitting}
 
 
 def _recompile_large_allgather(cache: Path) -> None:
@@ -178,8 +149,8 @@ def test_nccl_tests_with_4_ranks_on_one_gpu_report_nothing_wrong(nccl_tests, pro
     report = _report(output, logs)
     print(output)  # nccl-tests' table: kernel costs of 4 ranks on one GPU, not NVLink
     assert output.endswith("exit status 0") and "Out of bounds values : 0 OK" in output, report
-    rows = [line.split() for line in output.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\w+", line)]
-    assert rows and int(rows[-1][0]) == _bytes(high), report  # every size up to the last was run
+    rows = nccl_tests_rows(output)
+    assert rows and int(rows[-1][0]) == size_bytes(high), report  # every size up to the last was run
     assert "share GPU" in logs and "NCCL refuses two ranks on one GPU" in logs, report
     assert "forwarded to NCCL" not in logs, report
 
@@ -188,8 +159,3 @@ def test_a_plan_whose_blocks_do_not_fit_is_refused_with_the_reason(nccl_tests, t
     output, logs = _run(nccl_tests, "all_gather_perf", "1M", "1M", tmp_path, cache="cache")
     assert not output.endswith("exit status 0"), output[-4000:]
     assert "the GPU holds at most" in output + logs, _report(output, logs)
-
-
-def _bytes(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Issue 20's run on a host with 2 GPUs, one stage per call (each fits a 10-minute device call), logs and
+# results under OUT (default build-gpu/out). Needs build/deps and build/pylibs (scripts/device_deps.sh) and,
+# for the nccl stage, nccl-tests' sources in LOOM_NCCL_TESTS_SRC (default .dev/nccl-tests).
+#
+#   scripts/two_gpu_run.sh check   # build; every GPU check at 2 ranks, the fast path against the generic one
+#   scripts/two_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB
+#   scripts/two_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; generic path too), demo
+#   scripts/two_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit
+stage=${1:?stage: check, nccl, bench or nccl-bench}
+out=${OUT:-build-gpu/out}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
+export LOOM_NCCL_TESTS_SRC=${LOOM_NCCL_TESTS_SRC:-$PWD/.dev/nccl-tests}
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv >"$out/gpus.txt" 2>&1
+eval "$(bash scripts/device_build.sh 2>"$out/build.log")" || { tail -n 40 "$out/build.log"; exit 1; }
+export LOOM_BUILD_DIR=$PWD/build-gpu
+python3 -c "import torch; print('torch', torch.__version__, 'NCCL', torch.cuda.nccl.version())" >"$out/versions.txt"
+pytest=(python3 -m pytest -q -p no:cacheprovider -m gpu --timeout 420 -rs)
+status=0
+step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUT/NAME.log, print the tail
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS
+  timeout -s INT -k 20 "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc in $((SECONDS - start)) s"
+  tail -n 6 "$out/$name.log"
+  [ $rc -eq 0 ] || status=1
+}
+case $stage in
+  check)
+    step executor_gpu 400 "${pytest[@]}" --durations=0 tests/executor/test_executor_gpu.py -k "not sanitizer" \
+      tests/executor/test_world_size_one.py
+    step shared_gpu 150 "${pytest[@]}" tests/executor/test_shared_gpu.py -k "fast_and_generic or bundled_plan and not 16"
+    ;;
+  nccl)
+    step nccl_torch 150 "${pytest[@]}" tests/nccl/test_nccl_gpu.py
+    step nccl_tests 300 "${pytest[@]}" -s tests/nccl/test_nccl_tests_two_gpus.py
+    step sanitizer 150 "${pytest[@]}" tests/executor/test_executor_gpu.py -k sanitizer
+    ;;
+  bench)
+    python3 bench/tuned_plans.py --world-size 2 --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1
+    launch=(python3 -m loom.launch -n 2 --timeout 200 bench/collective_bench.py --plans build-gpu/tuned_plans)
+    step bench_graph 170 "${launch[@]}" --mode graph --out "$out/bench_graph.json"
+    step bench_eager-reused 120 "${launch[@]}" --mode eager-reused --out "$out/bench_eager-reused.json"
+    step bench_eager-fresh 120 "${launch[@]}" --mode eager-fresh --out "$out/bench_eager-fresh.json"
+    LOOM_GENERIC_PATH=1 step bench_graph_generic 60 "${launch[@]}" --max-bytes $((1 << 20)) \
+      --collectives allreduce --out "$out/bench_graph_generic.json"
+    step demo 60 python3 -m loom demo
+    ;;
+  nccl-bench)
+    mpi=$(python3 -c "import sys; sys.path.insert(0, 'tests/nccl'); from nccl_tests_build import *; print(mpi_home() or '')")
+    real=$(python3 -c "import sys; sys.path.insert(0, 'tests/nccl'); from nccl_tests_build import *; print(real_nccl_library() or '')")
+    python3 - "$mpi" "$real" >"$out/nccl_tests_build.log" 2>&1 <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, "tests/nccl")
+from nccl_tests_build import build_nccl_tests
+import os
+mpi = Path(sys.argv[1]) if sys.argv[1] else None
+build_nccl_tests(Path(os.environ["LOOM_NCCL_TESTS_SRC"]), Path("build-gpu/nccl-tests"), Path(sys.argv[2]), Path("build-gpu"), mpi=mpi)
+PY
+    LD_LIBRARY_PATH=$(dirname "$real"):$LD_LIBRARY_PATH
+    export LD_LIBRARY_PATH
+    step nccl_bench 480 python3 bench/nccl_bench.py --nproc 2 --nccl-tests build-gpu/nccl-tests/bin ${mpi:+--mpi} \
+      --library build-gpu/executor/nccl/libloom_nccl.so --out "$out/nccl.md" --data "$out/nccl.json"
+    ;;
+esac
+exit $status
