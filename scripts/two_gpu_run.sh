@@ -3,13 +3,15 @@
 # results under OUT (default build-gpu/out). Needs build/deps and build/pylibs (scripts/device_deps.sh) and,
 # for the nccl stage, nccl-tests' sources in LOOM_NCCL_TESTS_SRC (default .dev/nccl-tests).
 #
-#   scripts/two_gpu_run.sh check   # build; every GPU check at 2 ranks, the fast path against the generic one
+#   scripts/two_gpu_run.sh check   # every GPU check at 2 ranks (executor), 4 and 8 sharing GPU 0 (shared)
 #   scripts/two_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB
 #   scripts/two_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; generic path too), demo
 #   scripts/two_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
+#
+# Several stages run in one call in the order given (check is executor and shared; each builds first).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
-stage=${1:?stage: check, nccl, bench or nccl-bench}
+[ $# -gt 0 ] || { echo "stages: check (executor, shared), nccl, bench, nccl-bench" >&2; exit 2; }
 out=${OUT:-build-gpu/out}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
@@ -30,10 +32,17 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUT/NAME
   tail -n 6 "$out/$name.log"
   [ $rc -eq 0 ] || status=1
 }
+stages=()
+for stage in "$@"; do
+  if [ "$stage" = check ]; then stages+=(executor shared); else stages+=("$stage"); fi
+done
+for stage in "${stages[@]}"; do
 case $stage in
-  check)
-    step executor_gpu 400 "${pytest[@]}" --durations=0 tests/executor/test_executor_gpu.py -k "not sanitizer" \
+  executor)
+    step executor_gpu 420 "${pytest[@]}" --durations=0 tests/executor/test_executor_gpu.py -k "not sanitizer" \
       tests/executor/test_world_size_one.py
+    ;;
+  shared)
     step shared_gpu 150 "${pytest[@]}" tests/executor/test_shared_gpu.py -k "fast_and_generic or bundled_plan and not 16"
     ;;
   nccl)
@@ -47,8 +56,7 @@ case $stage in
     step bench_graph 170 "${launch[@]}" --mode graph --out "$out/bench_graph.json"
     step bench_eager-reused 120 "${launch[@]}" --mode eager-reused --out "$out/bench_eager-reused.json"
     step bench_eager-fresh 120 "${launch[@]}" --mode eager-fresh --out "$out/bench_eager-fresh.json"
-    LOOM_GENERIC_PATH=1 step bench_graph_generic 60 "${launch[@]}" --max-bytes $((1 << 20)) \
-      --collectives allreduce --out "$out/bench_graph_generic.json"
+    LOOM_GENERIC_PATH=1 step bench_graph_generic 120 "${launch[@]}" --mode graph --out "$out/bench_graph_generic.json"
     step demo 60 python3 -m loom demo
     ;;
   nccl-bench)
@@ -68,5 +76,10 @@ PY
     step nccl_bench 480 python3 bench/nccl_bench.py --nproc 2 --nccl-tests build-gpu/nccl-tests/bin ${mpi:+--mpi} \
       --library build-gpu/executor/nccl/libloom_nccl.so --out "$out/nccl.md" --data "$out/nccl.json"
     ;;
+  *)
+    echo "unknown stage $stage" >&2
+    status=1
+    ;;
 esac
+done
 exit $status

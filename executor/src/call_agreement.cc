@@ -18,18 +18,19 @@ struct Record {
   uint32_t magic = kMagic;
   uint8_t type = 0;
   uint8_t op = 0;
-  uint8_t hit = 0;
-  uint8_t hasHit = 0;
+  uint8_t hasBuffers = 0;
+  uint8_t reserved = 0;
   uint64_t planHash = 0;
   uint64_t messageBytes = 0;
+  RankBuffers buffers;
 };
 
-Record recordOf(const CallShape& shape, std::optional<bool> hit) {
+Record recordOf(const CallShape& shape, const std::optional<RankBuffers>& buffers) {
   Record record;
   record.type = uint8_t(shape.type);
   record.op = uint8_t(shape.op);
-  record.hasHit = hit.has_value();
-  record.hit = hit.value_or(false);
+  record.hasBuffers = buffers.has_value();
+  record.buffers = buffers.value_or(RankBuffers{});
   record.planHash = shape.planHash;
   record.messageBytes = shape.messageBytes;
   return record;
@@ -48,28 +49,28 @@ std::string describe(const Record& record) {
 
 bool sameCall(const Record& a, const Record& b) {
   return a.magic == b.magic && a.planHash == b.planHash && a.messageBytes == b.messageBytes && a.type == b.type &&
-         a.op == b.op && a.hasHit == b.hasHit;
+         a.op == b.op && a.hasBuffers == b.hasBuffers;
 }
 
 }  // namespace
 
-bool agreeOnCall(Communicator& communicator, const Plan& plan, const CallShape& mine, std::optional<bool> hit) {
-  const Record record = recordOf(mine, hit);
+std::vector<RankBuffers> agreeOnCall(Communicator& communicator, const Plan& plan, const CallShape& mine,
+                                     const std::optional<RankBuffers>& buffers) {
+  const Record record = recordOf(mine, buffers);
   const auto* bytes = reinterpret_cast<const uint8_t*>(&record);
   const std::vector<Bootstrap::Bytes> all =
       communicator.bootstrap().allGather(std::span<const uint8_t>(bytes, sizeof(record)));
   std::string differing;
-  bool everyHit = hit.has_value();
+  std::vector<RankBuffers> everyRank;
   for (size_t r = 0; r < all.size(); ++r) {
     Record theirs;
     if (all[r].size() != sizeof(theirs)) {
       differing += "; rank " + std::to_string(r) + " is at another setup step (another plan or a call this rank skipped)";
-      everyHit = false;
       continue;
     }
     std::memcpy(&theirs, all[r].data(), sizeof(theirs));
     if (!sameCall(theirs, record)) differing += "; rank " + std::to_string(r) + " runs " + describe(theirs);
-    everyHit = everyHit && theirs.hit;
+    if (buffers) everyRank.push_back(theirs.buffers);
   }
   if (!differing.empty()) {
     throw Error(ErrorCategory::kInvalidArgument,
@@ -77,7 +78,7 @@ bool agreeOnCall(Communicator& communicator, const Plan& plan, const CallShape& 
                     ": the ranks disagree on the call: this rank runs " + describe(record) + differing +
                     " (every rank must make the same collective call with the same size, dtype and op)");
   }
-  return everyHit;
+  return everyRank;
 }
 
 }  // namespace loom

@@ -5,7 +5,8 @@
 // wait that only a timeout ends. Where ranks meet anyway, they compare what they are about to run
 // and every rank raises the same clear error instead:
 //
-//   - every call of a plan bound to user buffers (its per-call exchange carries the shape);
+//   - every call of a plan bound to user buffers (its per-call exchange carries the shape and where
+//     each rank's input and output are, from which every rank keys its contexts the same way);
 //   - the first call of each shape of any other plan (context setup, keyed by the shape).
 //
 // A disagreement between two shapes that every rank has set up before is not seen by a plan that
@@ -13,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "loom/communicator.hpp"
 #include "loom/data_type.hpp"
@@ -27,9 +29,20 @@ struct CallShape {
   ReduceOp op = ReduceOp::kSum;
 };
 
-// Collective: every rank sends its shape (and, when given, whether its context is cached) and
-// checks every other's; throws InvalidArgument naming the ranks that differ and how. Returns whether
-// every rank reported a cached context (false when `hit` is not given).
-bool agreeOnCall(Communicator& communicator, const Plan& plan, const CallShape& mine, std::optional<bool> hit);
+// Where one rank's input and output are this call: addresses, and the ids of the allocations that
+// hold them (0: memory the backend cannot name).
+struct RankBuffers {
+  uint64_t input = 0;
+  uint64_t output = 0;
+  uint64_t inputAllocation = 0;
+  uint64_t outputAllocation = 0;
+  bool operator==(const RankBuffers&) const = default;
+};
+
+// Collective: every rank sends its shape (and, when given, its buffers) and checks every other's;
+// throws InvalidArgument naming the ranks that differ and how. Returns every rank's buffers, by rank
+// (empty when `buffers` is not given).
+std::vector<RankBuffers> agreeOnCall(Communicator& communicator, const Plan& plan, const CallShape& mine,
+                                     const std::optional<RankBuffers>& buffers);
 
 }  // namespace loom

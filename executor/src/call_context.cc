@@ -16,7 +16,8 @@ uint64_t alignUp(uint64_t value) { return (value + 15) / 16 * 16; }
 
 CallContext::CallContext(PlanResources& resources, Communicator& communicator, Backend& backend,
                          uint64_t messageBytes, const void* input, void* output, bool bindUserBuffers,
-                         uint64_t serial) {
+                         const std::vector<RankBuffers>& everyRank, uint64_t serial)
+    : setUpWith_(everyRank) {
   const uint32_t rank = uint32_t(communicator.rank());
   ResolvedProgram resolved = resolve(resources.plan(), rank, messageBytes);
   if (!genericPathForced()) specialize(resolved);
@@ -53,6 +54,7 @@ void CallContext::exchange(PlanResources& resources, Communicator& communicator,
   }
   for (int peer : resources.peers()) {
     peerOf_[peer] = int(peers_.size());
+    peerRanks_.push_back(peer);
     PeerBuffers& theirs = peers_.emplace_back();
     for (int k = 0; k < 3; ++k) theirs.buffers[k] = communicator.recvMemory(peer, setupTag(serial, uint64_t(k)));
   }
@@ -71,6 +73,15 @@ void CallContext::exchange(PlanResources& resources, Communicator& communicator,
   }
 }
 
+void CallContext::shiftPeers(device::Program& program, const std::vector<RankBuffers>& everyRank) const {
+  if (setUpWith_.empty() || peerRanks_.size() > device::kMaxShiftedPeers) return;
+  for (size_t slot = 0; slot < peerRanks_.size(); ++slot) {
+    const auto rank = size_t(peerRanks_[slot]);
+    program.peerShifts[slot][0] = int64_t(everyRank[rank].input - setUpWith_[rank].input);
+    program.peerShifts[slot][1] = int64_t(everyRank[rank].output - setUpWith_[rank].output);
+  }
+}
+
 // Ops, operands, block starts and channel views go into one allocation of the backend's memory.
 void CallContext::upload(PlanResources& resources, Backend& backend, const ResolvedProgram& resolved) {
   const std::vector<ChannelResources>& channels = resources.channels();
@@ -80,6 +91,8 @@ void CallContext::upload(PlanResources& resources, Backend& backend, const Resol
     device::ChannelView& view = views[i];
     const PeerBuffers& theirs = peers_[peerOf_[channel.peer]];
     view.peer = channel.peer;
+    // Beyond Program::peerShifts' rows the context is keyed by addresses and every shift is 0.
+    view.shiftSlot = uint32_t(peerOf_[channel.peer]) < device::kMaxShiftedPeers ? uint32_t(peerOf_[channel.peer]) : 0;
     if (channel.type == ChannelType::kMemory) {
       view.memory = channel.memory->deviceHandle();
       view.memory.waitContext.channel = int32_t(resources.program().channels[i].id);

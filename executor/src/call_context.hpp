@@ -1,6 +1,6 @@
 #pragma once
 
-// One plan resolved for one message size and one pair of buffers, ready to launch: the device
+// One plan resolved for one message size and one set of buffers (or, shifted per call, allocations), ready to launch: the device
 // program (ops, operands, channel views) in the backend's memory, this rank's buffers registered and
 // the peers' registrations received (mapped, for memory channels; known to the proxy, for port
 // channels). Building one is collective: every rank with a channel to this one takes part.
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "call_agreement.hpp"
 #include "loom/communicator.hpp"
 #include "loom/device/program.hpp"
 #include "loom/registered_memory.hpp"
@@ -22,10 +23,16 @@ class CallContext {
  public:
   // `bindUserBuffers`: register and exchange input and output; otherwise (peers only reach this
   // rank's scratch) the scratch registration stands in for them and the launch sets the buffers.
+  // `everyRank`: every rank's buffers of the call that sets it up (call_agreement.hpp), empty when
+  // not bound to user buffers.
   CallContext(PlanResources& resources, Communicator& communicator, Backend& backend, uint64_t messageBytes,
-              const void* input, void* output, bool bindUserBuffers, uint64_t serial);
+              const void* input, void* output, bool bindUserBuffers, const std::vector<RankBuffers>& everyRank,
+              uint64_t serial);
 
   const device::Program& program() const { return program_; }
+  // Sets `program`'s peer shifts for a call whose ranks pass `everyRank`: each peer's input and output
+  // addresses against those this context was set up with (the same allocations, or the same addresses).
+  void shiftPeers(device::Program& program, const std::vector<RankBuffers>& everyRank) const;
   uint64_t scratchBytes() const { return scratchBytes_; }
   // How many of this context's data ops run specialised and how many generically.
   const TransferCounts& transfers() const { return transfers_; }
@@ -45,6 +52,8 @@ class CallContext {
   uint32_t localProxyIds_[3] = {0, 0, 0};
   std::vector<int> peerOf_;  // rank -> index in peers_, -1 when no channel
   std::vector<PeerBuffers> peers_;
+  std::vector<int> peerRanks_;            // index in peers_ (a ChannelView's shiftSlot) -> rank
+  std::vector<RankBuffers> setUpWith_;    // every rank's buffers at setup (empty: not bound to them)
   std::shared_ptr<void> deviceData_;
   device::Program program_{};
   uint64_t scratchBytes_ = 0;

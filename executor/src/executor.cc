@@ -41,25 +41,28 @@ void collectReduceOps(const std::vector<Op>& ops, std::set<ReduceOp>& found) {
   }
 }
 
-// A context's buffers: addresses and the allocations behind them (an address alone may come back
-// for a new allocation after a free, and peers would still write into their mapping of the old one).
+// A context's buffers: every rank's addresses and the allocations behind them (an address alone may
+// come back for a new allocation after a free, and peers would still write into their mapping of the
+// old one), as the per-call agreement reports them, so that every rank keys its contexts alike and a
+// rank never reuses a context that its peers built for other buffers. Where the context can shift
+// peers' buffers (CachedPlan::shiftable) the addresses are left out: one context per allocations.
 // The data type and operator are part of it so that a new pair is a setup step, where the ranks
 // check that they agree on the call (call_agreement.hpp).
 struct ContextKey {
   uint64_t messageBytes;
-  const void* input;
-  const void* output;
-  uint64_t inputAllocation;
-  uint64_t outputAllocation;
   DataType type;
   ReduceOp op;
+  std::vector<RankBuffers> ranks;  // empty for plans that reach only peers' scratch
   bool operator==(const ContextKey&) const = default;
 };
 struct ContextKeyHash {
   size_t operator()(const ContextKey& k) const {
-    return std::hash<uint64_t>{}(k.messageBytes) ^ std::hash<const void*>{}(k.input) * 31 ^
-           std::hash<const void*>{}(k.output) * 131 ^ std::hash<uint64_t>{}(k.inputAllocation) * 7 ^
-           std::hash<uint64_t>{}(k.outputAllocation) * 17 ^ (size_t(k.type) << 8 | size_t(k.op)) * 1009;
+    size_t hash = std::hash<uint64_t>{}(k.messageBytes) ^ (size_t(k.type) << 8 | size_t(k.op)) * 1009;
+    for (const RankBuffers& r : k.ranks) {
+      hash = hash * 31 ^ std::hash<uint64_t>{}(r.input) ^ std::hash<uint64_t>{}(r.output) * 131 ^
+             std::hash<uint64_t>{}(r.inputAllocation) * 7 ^ std::hash<uint64_t>{}(r.outputAllocation) * 17;
+    }
+    return hash;
   }
 };
 
@@ -96,6 +99,9 @@ bool bindsUserBuffers(const Plan& plan) {
 struct CachedPlan {
   std::unique_ptr<PlanResources> resources;
   bool bindsUserBuffers = true;
+  // Memory channels only (a peer maps the whole allocation behind a registration; a port channel's
+  // proxy knows only the registered range), and few enough peers for Program::peerShifts.
+  bool shiftable = false;
   std::optional<ReduceOp> reduceOp;  // the operator of its reductions; none when it has none
   std::list<ContextKey> order;
   std::unordered_map<ContextKey, std::pair<std::unique_ptr<CallContext>, std::list<ContextKey>::iterator>,
@@ -161,40 +167,41 @@ struct Executor::Impl {
     }
     if (!ops.empty()) cached.reduceOp = *ops.begin();
     cached.bindsUserBuffers = loom::bindsUserBuffers(plan);
+    cached.shiftable = !cached.resources->hasPortChannels() &&
+                       cached.resources->peers().size() <= device::kMaxShiftedPeers;
     ++stats.plansBuilt;
     planOrder.push_front(plan.contentHash);
     auto [it, inserted] = plans.emplace(plan.contentHash, std::make_pair(std::move(cached), planOrder.begin()));
     return it->second.first;
   }
 
-  // Whether every rank found its buffers set up already (plans bound to user buffers, every call).
-  // Which addresses a rank's allocator hands out differs between processes, so one rank may reuse a
-  // context while another needs a new one; a rank that launched with its old context would write
-  // into a peer's stale buffers. A few bytes per rank settle it, and check that the ranks make the
-  // same call: a CUDA graph pays it at capture only, and plans that reach only peers' scratch never
-  // ask (they check the call when they set up a context).
+  // The context of this call's shape and every rank's buffers, set up where there is none. A plan
+  // bound to user buffers exchanges a few bytes per call for it: which buffers every rank passes (a
+  // CUDA graph pays it at capture only). Plans that reach only peers' scratch depend on the size
+  // alone (the launch sets the buffers) and check the call when they set up a context. `everyRank`:
+  // the buffers the ranks passed (empty for those plans), from which the launch shifts peers' ones.
   CallContext& contextFor(CachedPlan& cached, const Plan& plan, const CallShape& shape, const void* input,
-                          void* output, void* stream) {
-    // A plan that only ever reaches peers' scratch needs no peer to know this rank's buffers: its
-    // context depends on the size alone, and the buffers of each call go into the launch.
+                          void* output, void* stream, std::vector<RankBuffers>& everyRank) {
     const uint64_t messageBytes = shape.messageBytes;
-    const ContextKey key = cached.bindsUserBuffers
-                               ? ContextKey{messageBytes, input, output, backend->allocationId(input),
-                                            backend->allocationId(output), shape.type, shape.op}
-                               : ContextKey{messageBytes, nullptr, nullptr, 0, 0, shape.type, shape.op};
-    auto found = cached.contexts.find(key);
-    bool hit = found != cached.contexts.end();
-    if (!cached.bindsUserBuffers && !hit) agreeOnCall(*communicator, plan, shape, std::nullopt);
-    bool stale = false;  // this rank's context, which another rank's new buffers made out of date
-    if (cached.bindsUserBuffers && !agreeOnCall(*communicator, plan, shape, hit)) {
-      // Another rank has new buffers: everyone sets up again, this rank's cached context included.
-      stale = hit;
-      hit = false;
+    ContextKey key{messageBytes, shape.type, shape.op, {}};
+    if (cached.bindsUserBuffers) {
+      const RankBuffers mine{reinterpret_cast<uint64_t>(input), reinterpret_cast<uint64_t>(output),
+                             backend->allocationId(input), backend->allocationId(output)};
+      everyRank = agreeOnCall(*communicator, plan, shape, mine);
+      key.ranks = everyRank;
+      const bool allocationsKnown = std::all_of(everyRank.begin(), everyRank.end(), [](const RankBuffers& r) {
+        return r.inputAllocation != 0 && r.outputAllocation != 0;
+      });
+      if (cached.shiftable && allocationsKnown) {
+        for (RankBuffers& r : key.ranks) r.input = r.output = 0;
+      }
     }
-    if (hit) {
+    auto found = cached.contexts.find(key);
+    if (found != cached.contexts.end()) {
       cached.order.splice(cached.order.begin(), cached.order, found->second.second);
       return *found->second.first;
     }
+    if (!cached.bindsUserBuffers) agreeOnCall(*communicator, plan, shape, std::nullopt);
     SetupScope setup;
     PlanResources& resources = *cached.resources;
     // Every rank grows its scratch at the same calls (to the largest any rank needs), so every rank
@@ -205,10 +212,6 @@ struct Executor::Impl {
       scratchNeeded = std::max(scratchNeeded, layout.scratchBytes(gpu.scratchChunks));
     }
     quiesce(stream, [&] {
-      if (stale) {
-        cached.order.erase(found->second.second);
-        cached.contexts.erase(found);
-      }
       if (resources.reserveScratch(scratchNeeded)) {
         // Every context refers to the old scratch (and the peers' old scratch): rebuild them all.
         cached.contexts.clear();
@@ -221,7 +224,7 @@ struct Executor::Impl {
     });
     auto context =
         std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output,
-                                      cached.bindsUserBuffers, ++serial);
+                                      cached.bindsUserBuffers, everyRank, ++serial);
     ++stats.contextsBuilt;
     stats.specializedTransfers += context->transfers().specialized;
     stats.genericTransfers += context->transfers().generic;
@@ -246,7 +249,8 @@ struct Executor::Impl {
       if (!staging) staging = std::make_unique<UserBufferStaging>(*backend);
       std::tie(input, output) = staging->stageIn(input, layout.inputBytes(), output, layout.outputBytes());
     }
-    CallContext& context = contextFor(cached, plan, shape, input, output, stream);
+    std::vector<RankBuffers> everyRank;
+    CallContext& context = contextFor(cached, plan, shape, input, output, stream, everyRank);
     if (gpuSharers.size() > 1 && (stats.plansBuilt != before.plansBuilt || stats.contextsBuilt != before.contextsBuilt)) {
       // Ranks sharing a GPU: no rank launches until every rank's setup allocations are done. CUDA may
       // order a kernel after an allocation behind every kernel already running, and a peer's kernel
@@ -257,6 +261,7 @@ struct Executor::Impl {
       device::Program program = context.program();
       program.buffers[0] = const_cast<void*>(input);
       program.buffers[1] = output;
+      context.shiftPeers(program, everyRank);
       backend->launch(program, context.threads(), shape.type, shape.op, stream);
     } catch (const Error&) {
       throw;

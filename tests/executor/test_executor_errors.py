@@ -145,3 +145,30 @@ def test_second_call_with_same_buffers_builds_nothing():
     }
     assert stats["specialized_transfers"] > 0
     assert np.array_equal(target, np.full(1024, 2, np.float32))
+
+
+def test_ranks_changing_buffers_at_different_calls_never_reuse_a_context_built_for_other_peer_buffers():
+    """Contexts are keyed by every rank's buffers. Keyed by a rank's own buffers alone, the calls below
+    left rank 0 with a context for (X1, Y2) and rank 1 with one for (Y1, X2); at the fourth call both
+    found their own buffers cached and wrote into the peer's old buffers."""
+    plan = _plan(name="allreduce_rs_ag", min_message_size=0)
+    count = 1024
+    # Which of two buffers each rank passes at each call.
+    choices = {0: [0, 0, 1, 0, 1, 0], 1: [0, 1, 0, 0, 1, 1]}
+
+    def body(executor, rank):
+        sources = [np.empty(count, np.float32) for _ in range(2)]
+        targets = [np.empty(count, np.float32) for _ in range(2)]
+        outputs = []
+        for call, choice in enumerate(choices[rank]):
+            sources[choice][:] = np.arange(count, dtype=np.float32) * (call + 1) + rank
+            targets[choice][:] = -1
+            executor.execute(plan, sources[choice], targets[choice])
+            outputs.append(targets[choice].copy())
+        return outputs
+
+    results = _on_ranks(2, body)
+    for rank in range(2):
+        for call, output in enumerate(results[rank]):
+            expected = 2 * np.arange(count, dtype=np.float32) * (call + 1) + 1
+            assert np.array_equal(output, expected), f"rank {rank}, call {call}: {output[:4]} != {expected[:4]}"

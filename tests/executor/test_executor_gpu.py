@@ -5,6 +5,7 @@ NVIDIA GPUs or torch.
   64 MiB including odd ones, in and out of place, against a float64 reference (gpu/plan_check.py);
 - every bundled plan for 2 GPUs the same way (their size ranges opened down to 0);
 - the fast kernel against the generic one (LOOM_GENERIC_PATH=1) on 2 GPUs, bit for bit (issue 18);
+- buffers that move within their allocations at every call, differently on each rank (gpu/shifted_buffers_check.py);
 - 1,000 back-to-back and 1,000 graph-replayed calls of each without drift (gpu/drift_check.py);
 - loom.Communicator with torch tensors on 2 and 4 GPUs, eagerly and inside torch.cuda.graph capture
   (gpu/collective_api_check.py);
@@ -118,6 +119,12 @@ def test_fast_and_generic_paths_agree_bit_for_bit_on_2_gpus(tmp_path):
     generic = _launch(2, [*check, "--digests", str(tmp_path / "generic")], LOOM_GENERIC_PATH="1")
     assert "'specialized_transfers': 0" not in fast and "'generic_transfers': 0" not in generic
     assert_same_digests(2, tmp_path / "fast", tmp_path / "generic")
+
+
+@pytest.mark.gpu
+def test_buffers_moving_within_their_allocations_reuse_one_context_and_stay_right(tmp_path):
+    plans = _library_plans(2, tmp_path)
+    _launch(2, [str(ROOT / "tests/executor/gpu/shifted_buffers_check.py"), "--plans", str(plans)])
 
 
 @pytest.mark.gpu

@@ -79,6 +79,7 @@ def compute_capability() -> str:
 def build_nccl_tests(source: Path, work: Path, nccl_library: Path, build: Path, mpi: Path | None = None) -> Path:
     """Build every nccl-tests program into work/bin, linked against `nccl_library` (as lib/libnccl.so in
     work); returns work/bin. Raises with make's output when the build fails."""
+    work = work.resolve()  # make runs in the sources folder
     (work / "lib").mkdir(parents=True, exist_ok=True)
     (work / "lib" / "libnccl.so").unlink(missing_ok=True)
     (work / "lib" / "libnccl.so").symlink_to(nccl_library)

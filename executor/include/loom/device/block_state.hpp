@@ -26,10 +26,13 @@ LOOM_HOST_DEVICE void syncBlock() {
 }
 
 LOOM_HOST_DEVICE uint8_t* operandAddress(const BlockState& s, const Operand& o) {
-  void* base = o.channel == kLocalOperand   ? s.program.buffers[o.buffer]
-               : o.buffer == kStagingBuffer ? s.program.channels[o.channel].staging
-                                            : s.program.channels[o.channel].peerBuffers[o.buffer];
-  return static_cast<uint8_t*>(base) + o.offset + (s.odd ? o.oddOffset : 0);
+  const uint64_t offset = o.offset + (s.odd ? o.oddOffset : 0);
+  if (o.channel == kLocalOperand) return static_cast<uint8_t*>(s.program.buffers[o.buffer]) + offset;
+  const ChannelView& channel = s.program.channels[o.channel];
+  if (o.buffer == kStagingBuffer) return static_cast<uint8_t*>(channel.staging) + offset;
+  // A peer's input or output may sit elsewhere in the same allocation this call (program.hpp).
+  const int64_t shift = o.buffer < 2 ? s.program.peerShifts[channel.shiftSlot][o.buffer] : 0;
+  return static_cast<uint8_t*>(channel.peerBuffers[o.buffer]) + offset + shift;
 }
 
 // The call's LL flag for a block that has finished `calls` calls: 1, 2, ..., skipping 0 on wrap.

@@ -76,6 +76,11 @@ struct Op {
   uint64_t bytes;        // kTransfer / kPortPut: data bytes moved
 };
 
+// A plan bound to user buffers over memory channels keeps one context per set of allocations: a call
+// whose buffers lie elsewhere in the same allocations moves each peer's input and output by the
+// difference (Program::peerShifts), so nothing is registered, exchanged or uploaded again.
+inline constexpr uint32_t kMaxShiftedPeers = 16;
+
 // What the interpreter knows of a channel during one call.
 struct ChannelView {
   MemorySemaphoreHandle memory;  // memory channels
@@ -86,6 +91,7 @@ struct ChannelView {
   uint32_t stagingMemory;        // port channels: the proxy's id of `staging`
   uint32_t isPort;
   int32_t peer;
+  uint32_t shiftSlot;            // memory channels: the peer's row of Program::peerShifts
 };
 
 // Everything one rank's interpreter needs for one call; passed to the kernel by value.
@@ -102,6 +108,7 @@ struct Program {
   WaitContext wait;           // rank, diagnostics record, timeout
   uint32_t blocks;
   uint32_t specialized;       // 1: every data op has a specialised handler, and the fast kernel runs it
+  int64_t peerShifts[kMaxShiftedPeers][2];  // bytes added to a peer's mapped input, output this call
 };
 
 }  // namespace loom::device
