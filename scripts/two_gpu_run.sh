@@ -3,7 +3,7 @@
 # results under OUT (default build-gpu/out). Needs build/deps and build/pylibs (scripts/device_deps.sh) and,
 # for the nccl stage, nccl-tests' sources in LOOM_NCCL_TESTS_SRC (default .dev/nccl-tests).
 #
-#   scripts/two_gpu_run.sh check   # every GPU check at 2 ranks (executor), 4 and 8 sharing GPU 0 (shared)
+#   scripts/two_gpu_run.sh check   # every GPU check at 2 ranks (executor), 3 to 16 sharing GPU 0 (shared)
 #   scripts/two_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB
 #   scripts/two_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; generic path too), demo
 #   scripts/two_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
@@ -43,7 +43,7 @@ case $stage in
       tests/executor/test_world_size_one.py
     ;;
   shared)
-    step shared_gpu 150 "${pytest[@]}" tests/executor/test_shared_gpu.py -k "fast_and_generic or bundled_plan and not 16"
+    step shared_gpu 400 "${pytest[@]}" tests/executor/test_shared_gpu.py -k "fast_and_generic or bundled_plan or sized_in_bytes"
     ;;
   nccl)
     step nccl_torch 150 "${pytest[@]}" tests/nccl/test_nccl_gpu.py

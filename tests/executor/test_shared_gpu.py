@@ -5,6 +5,7 @@ without a GPU or torch. What their timings mean: docs/testing.md (kernel costs o
 - every library plan for 4 and 8 ranks and every bundled 4-, 8-, 2x4- and 2x8-rank plan (16 ranks) whose
   blocks fit, every data type, odd sizes, in and out of place, against float64 on fresh data (gpu/plan_check.py);
 - the fast kernel against the generic one (LOOM_GENERIC_PATH=1) at 4 ranks, bit for bit (issue 18);
+- a pipeline sized in bytes (MSCCL++'s LoopIterationContext(unit=...)) at 3 ranks;
 - the drift check at 4 ranks; loom.Communicator with torch tensors eagerly and in CUDA graphs at 4 and 8;
 - compute-sanitizer memcheck and racecheck on a 4-rank case;
 - the refusals: sharing without LOOM_SHARE_GPU=1, a malformed LOOM_SHARE_GPU, blocks that do not fit.
@@ -24,6 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GPU_CHECKS = ROOT / "tests" / "executor" / "gpu"
 sys.path.insert(0, str(ROOT / "tests" / "runtime"))
+from test_cpu_backend import _alltoall_through_scratch  # noqa: E402
 from test_executor_gpu import assert_same_digests, bundled_plans, compute_sanitizer, write_library_plans  # noqa: E402
 from test_runtime_gpu import GPUS  # noqa: E402
 
@@ -92,6 +94,13 @@ def test_every_library_plan_matches_float64_on_one_gpu(world, tmp_path):
 @pytest.mark.parametrize("world", [4, 8, 16])  # 16: the 2x8 plans whose blocks fit (docs/testing.md)
 def test_every_bundled_plan_matches_float64_on_one_gpu(world, tmp_path):
     _check_plans(world, bundled_plans(world, tmp_path), BUNDLED_SIZES[world])
+
+
+def test_a_pipeline_sized_in_bytes_matches_float64_on_one_gpu(tmp_path):
+    """MSCCL++'s byte-sized pipeline (LoopIterationContext(unit=...), issue 19): 3 ranks, 64-byte slices,
+    the last one short, through peers' scratch (test_cpu_backend.py runs the same plan on the CPU)."""
+    (tmp_path / "alltoall_pipelined_3r.json").write_text(_alltoall_through_scratch(unit=64))
+    _check_plans(3, tmp_path, "48,12300,1344")
 
 
 def test_fast_and_generic_paths_agree_bit_for_bit_on_one_gpu(tmp_path):
