@@ -54,18 +54,22 @@ bool sameCall(const Record& a, const Record& b) {
 
 }  // namespace
 
-std::vector<RankBuffers> agreeOnCall(Communicator& communicator, const Plan& plan, const CallShape& mine,
-                                     const std::optional<RankBuffers>& buffers) {
+std::unique_ptr<HostBoard> makeCallBoard(Communicator& communicator, uint64_t tag) {
+  return std::make_unique<HostBoard>(communicator, uint32_t(sizeof(Record)), tag);
+}
+
+std::vector<RankBuffers> agreeOnCall(Communicator& communicator, HostBoard* board, const Plan& plan,
+                                     const CallShape& mine, const std::optional<RankBuffers>& buffers) {
   const Record record = recordOf(mine, buffers);
-  const auto* bytes = reinterpret_cast<const uint8_t*>(&record);
-  const std::vector<Bootstrap::Bytes> all =
-      communicator.bootstrap().allGather(std::span<const uint8_t>(bytes, sizeof(record)));
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(&record), sizeof(record));
+  const std::vector<Bootstrap::Bytes> all = board ? board->allGather(bytes) : communicator.bootstrap().allGather(bytes);
   std::string differing;
   std::vector<RankBuffers> everyRank;
   for (size_t r = 0; r < all.size(); ++r) {
     Record theirs;
     if (all[r].size() != sizeof(theirs)) {
-      differing += "; rank " + std::to_string(r) + " is at another setup step (another plan or a call this rank skipped)";
+      differing +=
+          "; rank " + std::to_string(r) + " is at another setup step (another plan or a call this rank skipped)";
       continue;
     }
     std::memcpy(&theirs, all[r].data(), sizeof(theirs));

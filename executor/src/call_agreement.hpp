@@ -13,11 +13,13 @@
 // reaches only peers' scratch; there a device-side wait times out, naming rank, block, op, channel.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "loom/communicator.hpp"
 #include "loom/data_type.hpp"
+#include "loom/host_board.hpp"
 #include "loom/plan.hpp"
 
 namespace loom {
@@ -41,8 +43,12 @@ struct RankBuffers {
 
 // Collective: every rank sends its shape (and, when given, its buffers) and checks every other's;
 // throws InvalidArgument naming the ranks that differ and how. Returns every rank's buffers, by rank
-// (empty when `buffers` is not given).
-std::vector<RankBuffers> agreeOnCall(Communicator& communicator, const Plan& plan, const CallShape& mine,
-                                     const std::optional<RankBuffers>& buffers);
+// (empty when `buffers` is not given). Over `board` when given (ranks of one host: no TCP round
+// trip), else over the bootstrap.
+std::vector<RankBuffers> agreeOnCall(Communicator& communicator, HostBoard* board, const Plan& plan,
+                                     const CallShape& mine, const std::optional<RankBuffers>& buffers);
+
+// Collective: a board for these records (HostBoard's setup, on `tag`).
+std::unique_ptr<HostBoard> makeCallBoard(Communicator& communicator, uint64_t tag);
 
 }  // namespace loom

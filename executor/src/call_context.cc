@@ -14,8 +14,8 @@ uint64_t alignUp(uint64_t value) { return (value + 15) / 16 * 16; }
 
 }  // namespace
 
-CallContext::CallContext(PlanResources& resources, Communicator& communicator, Backend& backend,
-                         uint64_t messageBytes, const void* input, void* output, bool bindUserBuffers,
+CallContext::CallContext(PlanResources& resources, Communicator& communicator, Backend& backend, uint64_t messageBytes,
+                         const void* input, void* output, bool bindUserBuffers,
                          const std::vector<RankBuffers>& everyRank, uint64_t serial)
     : setUpWith_(everyRank) {
   const uint32_t rank = uint32_t(communicator.rank());
@@ -64,7 +64,8 @@ void CallContext::exchange(PlanResources& resources, Communicator& communicator,
     for (size_t i = 0; i < staging_.size(); ++i) {
       const ChannelResources& channel = resources.channels()[i];
       if (channel.staging) {
-        staging_[i] = communicator.registerMemory(channel.staging.get(), resources.scratchBytes(), resources.transports());
+        staging_[i] =
+            communicator.registerMemory(channel.staging.get(), resources.scratchBytes(), resources.transports());
       }
     }
     for (PeerBuffers& theirs : peers_) {

@@ -1,9 +1,9 @@
 #pragma once
 
-// One plan resolved for one message size and one set of buffers (or, shifted per call, allocations), ready to launch: the device
-// program (ops, operands, channel views) in the backend's memory, this rank's buffers registered and
-// the peers' registrations received (mapped, for memory channels; known to the proxy, for port
-// channels). Building one is collective: every rank with a channel to this one takes part.
+// One plan resolved for one message size and one set of buffers (or, shifted per call, allocations), ready to launch:
+// the device program (ops, operands, channel views) in the backend's memory, this rank's buffers registered and the
+// peers' registrations received (mapped, for memory channels; known to the proxy, for port channels). Building one is
+// collective: every rank with a channel to this one takes part.
 
 #include <cstdint>
 #include <memory>
@@ -52,8 +52,8 @@ class CallContext {
   uint32_t localProxyIds_[3] = {0, 0, 0};
   std::vector<int> peerOf_;  // rank -> index in peers_, -1 when no channel
   std::vector<PeerBuffers> peers_;
-  std::vector<int> peerRanks_;            // index in peers_ (a ChannelView's shiftSlot) -> rank
-  std::vector<RankBuffers> setUpWith_;    // every rank's buffers at setup (empty: not bound to them)
+  std::vector<int> peerRanks_;          // index in peers_ (a ChannelView's shiftSlot) -> rank
+  std::vector<RankBuffers> setUpWith_;  // every rank's buffers at setup (empty: not bound to them)
   std::shared_ptr<void> deviceData_;
   device::Program program_{};
   uint64_t scratchBytes_ = 0;

@@ -116,7 +116,7 @@ struct Executor::Impl {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<ProxyService> proxy;
   std::vector<int> gpuSharers;  // ranks on this rank's GPU, this one included (several: gpu_sharing.hpp)
-  std::timed_mutex mutex;  // one call at a time: setup steps must happen in the same order on every rank
+  std::timed_mutex mutex;       // one call at a time: setup steps must happen in the same order on every rank
   std::unique_ptr<UserBufferStaging> staging;  // the multi-process CPU backend's copies of user buffers
   std::string failure;  // why an earlier call failed (a peer that timed out or went away), or empty
   std::atomic<bool> aborted{false};
@@ -124,6 +124,8 @@ struct Executor::Impl {
   std::unordered_map<uint64_t, std::pair<CachedPlan, std::list<uint64_t>::iterator>> plans;
   uint64_t serial = 0;
   ExecutorStats stats;
+  std::unique_ptr<HostBoard> board;  // callBoard()
+  bool boardDecided = false;
 
   ProxyService& proxyService() {
     if (!proxy) {
@@ -167,12 +169,23 @@ struct Executor::Impl {
     }
     if (!ops.empty()) cached.reduceOp = *ops.begin();
     cached.bindsUserBuffers = loom::bindsUserBuffers(plan);
-    cached.shiftable = !cached.resources->hasPortChannels() &&
-                       cached.resources->peers().size() <= device::kMaxShiftedPeers;
+    cached.shiftable =
+        !cached.resources->hasPortChannels() && cached.resources->peers().size() <= device::kMaxShiftedPeers;
     ++stats.plansBuilt;
     planOrder.push_front(plan.contentHash);
     auto [it, inserted] = plans.emplace(plan.contentHash, std::make_pair(std::move(cached), planOrder.begin()));
     return it->second.first;
+  }
+
+  // Where the per-call agreements of plans bound to user buffers go: a board in host memory when every
+  // rank runs on this host (set up at the first such call, which every rank makes at the same point),
+  // else the bootstrap (nullptr).
+  HostBoard* callBoard() {
+    if (!boardDecided) {
+      boardDecided = true;
+      if (communicator->nodeCount() == 1) board = makeCallBoard(*communicator, setupTag(++serial, 0));
+    }
+    return board.get();
   }
 
   // The context of this call's shape and every rank's buffers, set up where there is none. A plan
@@ -180,14 +193,14 @@ struct Executor::Impl {
   // CUDA graph pays it at capture only). Plans that reach only peers' scratch depend on the size
   // alone (the launch sets the buffers) and check the call when they set up a context. `everyRank`:
   // the buffers the ranks passed (empty for those plans), from which the launch shifts peers' ones.
-  CallContext& contextFor(CachedPlan& cached, const Plan& plan, const CallShape& shape, const void* input,
-                          void* output, void* stream, std::vector<RankBuffers>& everyRank) {
+  CallContext& contextFor(CachedPlan& cached, const Plan& plan, const CallShape& shape, const void* input, void* output,
+                          void* stream, std::vector<RankBuffers>& everyRank) {
     const uint64_t messageBytes = shape.messageBytes;
     ContextKey key{messageBytes, shape.type, shape.op, {}};
     if (cached.bindsUserBuffers) {
       const RankBuffers mine{reinterpret_cast<uint64_t>(input), reinterpret_cast<uint64_t>(output),
                              backend->allocationId(input), backend->allocationId(output)};
-      everyRank = agreeOnCall(*communicator, plan, shape, mine);
+      everyRank = agreeOnCall(*communicator, callBoard(), plan, shape, mine);
       key.ranks = everyRank;
       const bool allocationsKnown = std::all_of(everyRank.begin(), everyRank.end(), [](const RankBuffers& r) {
         return r.inputAllocation != 0 && r.outputAllocation != 0;
@@ -201,7 +214,7 @@ struct Executor::Impl {
       cached.order.splice(cached.order.begin(), cached.order, found->second.second);
       return *found->second.first;
     }
-    if (!cached.bindsUserBuffers) agreeOnCall(*communicator, plan, shape, std::nullopt);
+    if (!cached.bindsUserBuffers) agreeOnCall(*communicator, nullptr, plan, shape, std::nullopt);
     SetupScope setup;
     PlanResources& resources = *cached.resources;
     // Every rank grows its scratch at the same calls (to the largest any rank needs), so every rank
@@ -222,9 +235,8 @@ struct Executor::Impl {
         cached.order.pop_back();
       }
     });
-    auto context =
-        std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output,
-                                      cached.bindsUserBuffers, everyRank, ++serial);
+    auto context = std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output,
+                                                 cached.bindsUserBuffers, everyRank, ++serial);
     ++stats.contextsBuilt;
     stats.specializedTransfers += context->transfers().specialized;
     stats.genericTransfers += context->transfers().generic;
@@ -251,7 +263,8 @@ struct Executor::Impl {
     }
     std::vector<RankBuffers> everyRank;
     CallContext& context = contextFor(cached, plan, shape, input, output, stream, everyRank);
-    if (gpuSharers.size() > 1 && (stats.plansBuilt != before.plansBuilt || stats.contextsBuilt != before.contextsBuilt)) {
+    if (gpuSharers.size() > 1 &&
+        (stats.plansBuilt != before.plansBuilt || stats.contextsBuilt != before.contextsBuilt)) {
       // Ranks sharing a GPU: no rank launches until every rank's setup allocations are done. CUDA may
       // order a kernel after an allocation behind every kernel already running, and a peer's kernel
       // already running waits for this rank's.
@@ -323,7 +336,8 @@ bool overlap(const void* a, uint64_t aBytes, const void* b, uint64_t bBytes) {
 
 // In place, input and output are one buffer: where the plan expects the input inside the output.
 void checkBuffers(const Plan& plan, uint32_t rank, const BufferLayout& layout, const void* input, const void* output) {
-  if (input == nullptr) throw invalid("input: null pointer for a message of " + std::to_string(layout.inputBytes()) + " bytes");
+  if (input == nullptr)
+    throw invalid("input: null pointer for a message of " + std::to_string(layout.inputBytes()) + " bytes");
   if (output == nullptr) throw invalid("output: null pointer");
   const auto* in = static_cast<const uint8_t*>(input);
   const auto* out = static_cast<const uint8_t*>(output);
@@ -341,7 +355,8 @@ void checkBuffers(const Plan& plan, uint32_t rank, const BufferLayout& layout, c
     where = "rank " + std::to_string(rank) + "'s slot of the output (output + rank x message bytes)";
   } else if (plan.collective == Collective::kReduceScatter) {
     expected = out - uint64_t(rank) * layout.outputBytes();
-    where = "the output minus rank x output bytes (the output is rank " + std::to_string(rank) + "'s piece of the input)";
+    where =
+        "the output minus rank x output bytes (the output is rank " + std::to_string(rank) + "'s piece of the input)";
   }
   if (in != expected) {
     throw invalid("input: plan '" + plan.name + "' runs in place, so the input must be " + where);
@@ -424,8 +439,9 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
   checkBuffers(plan, rank, layout, input, output);
   if (impl_->gpuSharers.size() > 1) {
     if (stream == nullptr) {
-      throw invalid("stream: ranks sharing one GPU each need a stream of their own; on the legacy default stream "
-                    "their kernels run one after another and wait for each other forever");
+      throw invalid(
+          "stream: ranks sharing one GPU each need a stream of their own; on the legacy default stream "
+          "their kernels run one after another and wait for each other forever");
     }
     checkResidency(plan, impl_->gpuSharers, impl_->backend->maxResidentBlocks(plan.threadsPerBlock, type, op), comm);
   }

@@ -1,7 +1,7 @@
 #include "loom/bootstrap.hpp"
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <mutex>
 
@@ -188,6 +188,10 @@ std::string Bootstrap::peerAddress(int rank) const {
   impl_->checkPeer(rank, "peerAddress");
   std::lock_guard lock(impl_->mutex);
   return impl_->messenger->peerAddress(rank)->toString();
+}
+
+void Bootstrap::checkInterrupt() const {
+  if (impl_->interruptCheck) impl_->interruptCheck();
 }
 
 std::vector<Bootstrap::Bytes> Bootstrap::allGather(std::span<const uint8_t> mine) {

@@ -82,8 +82,10 @@ def test_ranks_that_disagree_all_fail_without_hanging(kind):
     for rank, (record,) in found.items():
         assert record["error"], (kind, rank, record)
         # A clear error: the disagreement itself, or a timeout naming rank, thread block, op and channel (a
-        # rank whose plan was set up launches it) or the rank that has not reached the setup exchange.
-        clear = ("disagree", "different plan", "timed out", "has not reached")
+        # rank whose plan was set up launches it) or the rank that has not reached the setup exchange, or,
+        # for a rank waiting at that exchange when the rank that timed out has already left, that rank's
+        # departure (a loaded machine can order the two that way).
+        clear = ("disagree", "different plan", "timed out", "has not reached", "closed its connection")
         assert any(text in record["error"] for text in clear), (kind, record)
         assert record["seconds"] < TIMEOUT_MS / 1000 + 2.0, record
 

@@ -69,6 +69,10 @@ class Bootstrap {
   // answering. Only ranks this rank has talked to can be seen.
   std::vector<int> departedPeers();
 
+  // What the bootstrap's own waits run about every 100 ms, for waits outside it that abort() and the
+  // interrupt check should end as well (HostBoard): throws once abort() was called, then runs the check.
+  void checkInterrupt() const;
+
   // Ends the waits of calls in flight on other threads (within about 100 ms) and of every later
   // call: they throw. Safe from any thread while a call runs; the object stays to be destroyed.
   void abort();

@@ -15,25 +15,25 @@
 namespace loom::device {
 
 enum class OpCode : uint8_t {
-  kTransfer,    // move or reduce bytes: any mix of local, peer (memory channel) and packet operands
-  kCopy,        // a kTransfer resolution specialised: one plain source, one plain destination
+  kTransfer,      // move or reduce bytes: any mix of local, peer (memory channel) and packet operands
+  kCopy,          // a kTransfer resolution specialised: one plain source, one plain destination
   kFastTransfer,  // a kTransfer specialised: 1-8 sources (plain, then `packetSources` of packets),
                   // 1-8 destinations; fast_transfer.hpp
   kOneShot,       // a packet put of a chunk and the reduction of the peers' packets of that chunk with it,
                   // fused (fast_transfer.hpp): the last `inputDestinations` destinations get the chunk
-  kPortPut,     // ask the proxy to copy one local range to each port destination (+ signal, + flush)
-  kSignal,      // one channel per operand
-  kWait,        // one channel per operand
-  kFlush,       // one port channel per operand
-  kBarrier,     // `barrier` counter, `participants` thread blocks
-  kSemAcquire,  // one semaphore per operand
-  kSemRelease,  // one semaphore per operand
-  kNop,         // synchronise the block's threads
+  kPortPut,       // ask the proxy to copy one local range to each port destination (+ signal, + flush)
+  kSignal,        // one channel per operand
+  kWait,          // one channel per operand
+  kFlush,         // one port channel per operand
+  kBarrier,       // `barrier` counter, `participants` thread blocks
+  kSemAcquire,    // one semaphore per operand
+  kSemRelease,    // one semaphore per operand
+  kNop,           // synchronise the block's threads
 };
 
 inline constexpr uint8_t kOpSyncBefore = 1;   // synchronise the block's threads before the op
 inline constexpr uint8_t kOpSyncAfter = 2;    // and after it
-inline constexpr uint8_t kOpRelaxed = 4;     // signal/wait: no memory ordering, only the count
+inline constexpr uint8_t kOpRelaxed = 4;      // signal/wait: no memory ordering, only the count
 inline constexpr uint8_t kOpReduces = 8;      // kTransfer: combine the sources with the call's operator
 inline constexpr uint8_t kOpPortSignal = 16;  // kPortPut: signal after the data
 inline constexpr uint8_t kOpPortFlush = 32;   // kPortPut: and wait until the proxy is done
@@ -54,26 +54,26 @@ inline constexpr uint8_t kStagingBuffer = 3;
 // A place in a buffer. For kTransfer the byte range has the op's `bytes` of data; a packet operand
 // holds them as LL16 packets (twice the bytes). Sync ops use `channel` (or the semaphore index) only.
 struct Operand {
-  uint64_t offset;       // bytes from the start of the buffer (for LL scratch: of half 0)
-  uint64_t oddOffset;    // added on odd calls: the second half of double-buffered LL scratch
-  uint16_t channel;      // the rank's channel index, or kLocalOperand
-  uint8_t buffer;        // loom::BufferType
-  uint8_t packet;        // 1: LL16 packets live here
+  uint64_t offset;     // bytes from the start of the buffer (for LL scratch: of half 0)
+  uint64_t oddOffset;  // added on odd calls: the second half of double-buffered LL scratch
+  uint16_t channel;    // the rank's channel index, or kLocalOperand
+  uint8_t buffer;      // loom::BufferType
+  uint8_t packet;      // 1: LL16 packets live here
   uint32_t reserved;
 };
 
 struct Op {
   OpCode code;
   uint8_t flags;
-  uint8_t srcs;          // operands [first, first + srcs) are sources,
-  uint8_t dsts;          // the next `dsts` destinations (sync ops: all operands count as srcs)
-  uint32_t first;        // index of the first operand in Program::operands
-  uint32_t planOp;       // the op's index in its plan thread block (a pipeline's index for its body)
-  uint32_t barrier;      // kBarrier: the rank's barrier counter
-  uint32_t participants;  // kBarrier: how many thread blocks meet
-  uint32_t packetSources;  // kFastTransfer, kOneShot: the last this many sources are LL packets
+  uint8_t srcs;                // operands [first, first + srcs) are sources,
+  uint8_t dsts;                // the next `dsts` destinations (sync ops: all operands count as srcs)
+  uint32_t first;              // index of the first operand in Program::operands
+  uint32_t planOp;             // the op's index in its plan thread block (a pipeline's index for its body)
+  uint32_t barrier;            // kBarrier: the rank's barrier counter
+  uint32_t participants;       // kBarrier: how many thread blocks meet
+  uint32_t packetSources;      // kFastTransfer, kOneShot: the last this many sources are LL packets
   uint32_t inputDestinations;  // kOneShot: the last this many destinations get source 0 as it is
-  uint64_t bytes;        // kTransfer / kPortPut: data bytes moved
+  uint64_t bytes;              // kTransfer / kPortPut: data bytes moved
 };
 
 // A plan bound to user buffers over memory channels keeps one context per set of allocations: a call
@@ -91,23 +91,23 @@ struct ChannelView {
   uint32_t stagingMemory;        // port channels: the proxy's id of `staging`
   uint32_t isPort;
   int32_t peer;
-  uint32_t shiftSlot;            // memory channels: the peer's row of Program::peerShifts
+  uint32_t shiftSlot;  // memory channels: the peer's row of Program::peerShifts
 };
 
 // Everything one rank's interpreter needs for one call; passed to the kernel by value.
 struct Program {
   const Op* ops;
   const Operand* operands;
-  const uint32_t* blockOps;   // block b runs ops [blockOps[b], blockOps[b + 1])
+  const uint32_t* blockOps;  // block b runs ops [blockOps[b], blockOps[b + 1])
   ChannelView* channels;
-  void* buffers[3];           // this rank's input, output, scratch
-  uint32_t portBuffers[3];    // the proxy's ids of this rank's input, output, scratch
-  uint64_t* callCounts;       // one per block: calls this block has finished (flags, LL halves)
-  uint64_t* semaphores;       // the plan's cross-block semaphores
-  uint64_t* barriers;         // arrivals per barrier
-  WaitContext wait;           // rank, diagnostics record, timeout
+  void* buffers[3];         // this rank's input, output, scratch
+  uint32_t portBuffers[3];  // the proxy's ids of this rank's input, output, scratch
+  uint64_t* callCounts;     // one per block: calls this block has finished (flags, LL halves)
+  uint64_t* semaphores;     // the plan's cross-block semaphores
+  uint64_t* barriers;       // arrivals per barrier
+  WaitContext wait;         // rank, diagnostics record, timeout
   uint32_t blocks;
-  uint32_t specialized;       // 1: every data op has a specialised handler, and the fast kernel runs it
+  uint32_t specialized;                     // 1: every data op has a specialised handler, and the fast kernel runs it
   int64_t peerShifts[kMaxShiftedPeers][2];  // bytes added to a peer's mapped input, output this call
 };
 
