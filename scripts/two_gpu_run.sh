@@ -5,7 +5,7 @@
 #
 #   scripts/two_gpu_run.sh check   # every GPU check at 2 ranks (executor), 3 to 16 sharing GPU 0 (shared)
 #   scripts/two_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB
-#   scripts/two_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; generic path too), demo
+#   scripts/two_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; fast path too), demo
 #   scripts/two_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
 #
 # Several stages run in one call in the order given (check is executor and shared; each builds first).
@@ -56,7 +56,7 @@ case $stage in
     step bench_graph 170 "${launch[@]}" --mode graph --out "$out/bench_graph.json"
     step bench_eager-reused 120 "${launch[@]}" --mode eager-reused --out "$out/bench_eager-reused.json"
     step bench_eager-fresh 120 "${launch[@]}" --mode eager-fresh --out "$out/bench_eager-fresh.json"
-    LOOM_GENERIC_PATH=1 step bench_graph_generic 120 "${launch[@]}" --mode graph --out "$out/bench_graph_generic.json"
+    LOOM_FAST_PATH=1 step bench_graph_fast 120 "${launch[@]}" --mode graph --out "$out/bench_graph_fast.json"
     step demo 60 python3 -m loom demo
     ;;
   nccl-bench)

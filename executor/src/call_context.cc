@@ -20,7 +20,7 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
     : setUpWith_(everyRank) {
   const uint32_t rank = uint32_t(communicator.rank());
   ResolvedProgram resolved = resolve(resources.plan(), rank, messageBytes);
-  if (!genericPathForced()) specialize(resolved);
+  if (fastPathEnabled()) specialize(resolved);
   transfers_ = countTransfers(resolved);
   // No generic data op: the fast kernel runs the program, with as many threads as its data needs.
   const bool specialized = transfers_.generic == 0;

@@ -140,9 +140,9 @@ uint32_t launchThreads(const ResolvedProgram& program, uint32_t planThreads) {
   return uint32_t(std::min<uint64_t>(planThreads, warps * kWarp));
 }
 
-bool genericPathForced() {
-  const std::optional<std::string> value = processEnvironment("LOOM_GENERIC_PATH");
-  return value && parseBoolean(*value, "LOOM_GENERIC_PATH");
+bool fastPathEnabled() {
+  const std::optional<std::string> value = processEnvironment("LOOM_FAST_PATH");
+  return value && parseBoolean(*value, "LOOM_FAST_PATH");
 }
 
 }  // namespace loom

@@ -224,21 +224,21 @@ TEST(SpecializeTest, ASmallProgramLaunchesAThreadPerUnitInWholeWarps) {
   EXPECT_EQ(launchThreads(syncOnly, 1024), 32u);  // a warp at least
 }
 
-TEST(SpecializeTest, LoomGenericPathIsAStrictBoolean) {
-  unsetenv("LOOM_GENERIC_PATH");
-  EXPECT_FALSE(genericPathForced());
-  setenv("LOOM_GENERIC_PATH", "1", 1);
-  EXPECT_TRUE(genericPathForced());
-  setenv("LOOM_GENERIC_PATH", "0", 1);
-  EXPECT_FALSE(genericPathForced());
-  setenv("LOOM_GENERIC_PATH", "fast", 1);
+TEST(SpecializeTest, LoomFastPathIsAStrictBooleanAndOffByDefault) {
+  unsetenv("LOOM_FAST_PATH");
+  EXPECT_FALSE(fastPathEnabled());
+  setenv("LOOM_FAST_PATH", "1", 1);
+  EXPECT_TRUE(fastPathEnabled());
+  setenv("LOOM_FAST_PATH", "0", 1);
+  EXPECT_FALSE(fastPathEnabled());
+  setenv("LOOM_FAST_PATH", "fast", 1);
   try {
-    genericPathForced();
-    ADD_FAILURE() << "no error for LOOM_GENERIC_PATH=fast";
+    fastPathEnabled();
+    ADD_FAILURE() << "no error for LOOM_FAST_PATH=fast";
   } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find("LOOM_GENERIC_PATH"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("LOOM_FAST_PATH"), std::string::npos) << error.what();
   }
-  unsetenv("LOOM_GENERIC_PATH");
+  unsetenv("LOOM_FAST_PATH");
 }
 
 }  // namespace

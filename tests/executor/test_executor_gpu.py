@@ -4,7 +4,7 @@ NVIDIA GPUs or torch.
 - every library plan for 2 (and, where the host has them, 4) GPUs, every data type, sizes from 1 KiB to
   64 MiB including odd ones, in and out of place, against a float64 reference (gpu/plan_check.py);
 - every bundled plan for 2 GPUs the same way (their size ranges opened down to 0);
-- the fast kernel against the generic one (LOOM_GENERIC_PATH=1) on 2 GPUs, bit for bit (issue 18);
+- the fast kernel (LOOM_FAST_PATH=1) against the generic one on 2 GPUs, bit for bit (issue 18);
 - buffers that move within their allocations at every call, differently on each rank (gpu/shifted_buffers_check.py);
 - 1,000 back-to-back and 1,000 graph-replayed calls of each without drift (gpu/drift_check.py);
 - loom.Communicator with torch tensors on 2 and 4 GPUs, eagerly and inside torch.cuda.graph capture
@@ -68,8 +68,8 @@ def bundled_plans(world: int, folder: Path) -> Path:
 
 
 def assert_same_digests(world: int, fast: Path, generic: Path) -> None:
-    """Each rank's output digests of a plan_check.py --digests run with the fast kernel and one with
-    LOOM_GENERIC_PATH=1 are the same, line for line."""
+    """Each rank's output digests of a plan_check.py --digests run with the fast kernel (LOOM_FAST_PATH=1)
+    and one with the generic one are the same, line for line."""
     for rank in range(world):
         fast_digests = Path(f"{fast}.{rank}").read_text().splitlines()
         generic_digests = Path(f"{generic}.{rank}").read_text().splitlines()
@@ -115,8 +115,8 @@ def test_fast_and_generic_paths_agree_bit_for_bit_on_2_gpus(tmp_path):
     plans = _library_plans(2, tmp_path)
     check = [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans)]
     check += ["--sizes", "1000,4100,65552,1048592"]
-    fast = _launch(2, [*check, "--digests", str(tmp_path / "fast")])
-    generic = _launch(2, [*check, "--digests", str(tmp_path / "generic")], LOOM_GENERIC_PATH="1")
+    fast = _launch(2, [*check, "--digests", str(tmp_path / "fast")], LOOM_FAST_PATH="1")
+    generic = _launch(2, [*check, "--digests", str(tmp_path / "generic")], LOOM_FAST_PATH="0")
     assert "'specialized_transfers': 0" not in fast and "'generic_transfers': 0" not in generic
     assert_same_digests(2, tmp_path / "fast", tmp_path / "generic")
 

@@ -1,8 +1,8 @@
 """The fast path (specialised transfers, executor/src/specialize.cc) against the generic one: every
 library plan at 2, 4 and 8 ranks and 2 x 2, in and out of place, every data type, odd sizes (short last
 chunks and a partial last unit), two calls in a row (both LL halves), on the CPU backend (the
-interpreter is the GPU's). The outputs must be equal bit for bit; LOOM_GENERIC_PATH=1 selects the
-generic path."""
+interpreter is the GPU's). The outputs must be equal bit for bit; LOOM_FAST_PATH=1 selects the fast
+path (the generic one is the default)."""
 
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def _view(array: np.ndarray, dtype: str) -> BufferView:
 def _outputs(plan, calls: list[tuple[str, int, int]], generic: bool) -> list[list[bytes]]:
     """Every rank's output bytes after each call, with the fast or the generic path."""
     world = plan.world_size
-    previous = os.environ.get("LOOM_GENERIC_PATH")
-    os.environ["LOOM_GENERIC_PATH"] = "1" if generic else "0"
+    previous = os.environ.get("LOOM_FAST_PATH")
+    os.environ["LOOM_FAST_PATH"] = "0" if generic else "1"
 
     def body(bootstrap):
         communicator = _native.Communicator(bootstrap, host_only=True)
@@ -70,9 +70,9 @@ def _outputs(plan, calls: list[tuple[str, int, int]], generic: bool) -> list[lis
         results = run_ranks(world, _native.UniqueId.create("127.0.0.1"), body, timeout_ms=30000)
     finally:
         if previous is None:
-            os.environ.pop("LOOM_GENERIC_PATH", None)
+            os.environ.pop("LOOM_FAST_PATH", None)
         else:
-            os.environ["LOOM_GENERIC_PATH"] = previous
+            os.environ["LOOM_FAST_PATH"] = previous
     for rank in range(world):
         if isinstance(results[rank], BaseException):
             raise results[rank]

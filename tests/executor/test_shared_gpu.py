@@ -4,7 +4,7 @@ without a GPU or torch. What their timings mean: docs/testing.md (kernel costs o
 
 - every library plan for 4 and 8 ranks and every bundled 4-, 8-, 2x4- and 2x8-rank plan (16 ranks) whose
   blocks fit, every data type, odd sizes, in and out of place, against float64 on fresh data (gpu/plan_check.py);
-- the fast kernel against the generic one (LOOM_GENERIC_PATH=1) at 4 ranks, bit for bit (issue 18);
+- the fast kernel (LOOM_FAST_PATH=1) against the generic one at 4 ranks, bit for bit (issue 18);
 - a pipeline sized in bytes (MSCCL++'s LoopIterationContext(unit=...)) at 3 ranks;
 - the drift check at 4 ranks; loom.Communicator with torch tensors eagerly and in CUDA graphs at 4 and 8;
 - compute-sanitizer memcheck and racecheck on a 4-rank case;
@@ -105,11 +105,11 @@ def test_a_pipeline_sized_in_bytes_matches_float64_on_one_gpu(tmp_path):
 
 def test_fast_and_generic_paths_agree_bit_for_bit_on_one_gpu(tmp_path):
     """Every library plan for 4 ranks, every data type, odd sizes: the fast kernel (the default) and the
-    generic one (LOOM_GENERIC_PATH=1) write the same bytes (issue 18)."""
+    generic one (the default) write the same bytes (issue 18)."""
     plans = write_library_plans(4, tmp_path)
     check = [str(GPU_CHECKS / "plan_check.py"), "--share-gpu", "4", "--plans", str(plans), "--sizes", "1000,4100,65552"]
-    fast = _run([*check, "--digests", str(tmp_path / "fast")])
-    generic = _run([*check, "--digests", str(tmp_path / "generic")], LOOM_GENERIC_PATH="1")
+    fast = _run([*check, "--digests", str(tmp_path / "fast")], LOOM_FAST_PATH="1")
+    generic = _run([*check, "--digests", str(tmp_path / "generic")], LOOM_FAST_PATH="0")
     assert "'specialized_transfers': 0" not in fast and "'generic_transfers': 0" not in generic
     assert_same_digests(4, tmp_path / "fast", tmp_path / "generic")
 

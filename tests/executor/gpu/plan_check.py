@@ -36,7 +36,7 @@ def arguments() -> argparse.Namespace:
         "--digests",
         default="",
         help="write a digest of every output (plan, dtype, size, call, rank) to this file (rank r adds .r):"
-        " two runs, one with LOOM_GENERIC_PATH=1, must write the same digests",
+        " two runs, one with LOOM_FAST_PATH=1, must write the same digests",
     )
     ranks.add_arguments(parser)
     return parser.parse_args()

@@ -9,8 +9,8 @@
 // and read the packet sources of a unit, two at a time, before they wait for any of them, so the
 // polls of several peers overlap. They never call the generic handler, so a kernel of fast ops alone
 // (interpreter.hpp, runBlock<Reduce, true>) carries none of the generic path. The arithmetic is the
-// generic handler's, in the same order: results are bit for bit the same (LOOM_GENERIC_PATH=1 runs
-// every transfer generically, to compare).
+// generic handler's, in the same order: results are bit for bit the same (the fast path runs only
+// with LOOM_FAST_PATH=1; without it every transfer is generic, to compare).
 
 #include <cstdint>
 
