@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 20's run on a host with 2 GPUs, one stage per call (each fits a 10-minute device call), logs and
-# results under OUT (default build-gpu/out). Needs build/deps and build/pylibs (scripts/device_deps.sh) and,
-# for the nccl stage, nccl-tests' sources in LOOM_NCCL_TESTS_SRC (default .dev/nccl-tests).
+# Issue 20's run on a host with 2 GPUs, one stage per call (each fits a 10-minute device call), logs
+# and results packed into OUT/two_gpu_run.tar.gz (OUT defaults to build-gpu/out). Needs build/deps and
+# build/pylibs (scripts/device_deps.sh) and, for the nccl stages, nccl-tests' sources in
+# LOOM_NCCL_TESTS_SRC (default .dev/nccl-tests: `git archive` of github.com/NVIDIA/nccl-tests).
 #
 #   scripts/two_gpu_run.sh check   # every GPU check at 2 ranks (executor), 3 to 16 sharing GPU 0 (shared)
 #   scripts/two_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB
@@ -12,8 +13,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 [ $# -gt 0 ] || { echo "stages: check (executor, shared), nccl, bench, nccl-bench" >&2; exit 2; }
-out=${OUT:-build-gpu/out}
-mkdir -p "$out"
+# Everything the stages write goes to build-gpu/run and is packed into one archive in OUT at the end
+# (a device call brings back only a few files); build-gpu/run stays for a later look on the same host.
+dest=${OUT:-build-gpu/out}
+out=$PWD/build-gpu/run
+rm -rf "$out"
+mkdir -p "$out" "$dest"
+trap 'tar -czf "$dest/two_gpu_run.tar.gz" -C "$out" .' EXIT
+trap 'exit 143' TERM INT
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
 export LOOM_NCCL_TESTS_SRC=${LOOM_NCCL_TESTS_SRC:-$PWD/.dev/nccl-tests}
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv >"$out/gpus.txt" 2>&1
