@@ -16,9 +16,12 @@ races ahead into the next call and overwrites a slower peer's buffers shows up a
 
 from __future__ import annotations
 
-from loom.verify import dataflow, deadlock, postcondition
 from loom.verify.contents import Contents, Value
+from loom.verify.dataflow import packets_ready, polled_keys
+from loom.verify.dataflow import run as run_data_op
+from loom.verify.deadlock import explain as explain_deadlock
 from loom.verify.memory import Memory
+from loom.verify.postcondition import check as check_postcondition
 from loom.verify.program import Program, Ref, Step
 from loom.verify.races import HappensBefore, merge
 from loom.verify.report import FindingLog, finding_at
@@ -69,7 +72,7 @@ class Executor:
                     self.log.add(finding_at(step, "race", what), kind="left over")
                 return
             if not progress:
-                deadlock.explain(self)
+                explain_deadlock(self)
                 return
 
     def blocked_step(self, block: tuple[int, int]) -> Step | None:
@@ -89,7 +92,7 @@ class Executor:
         self.clocks.reset(host, clock)
         self.clocks.tick(host)
         if call > 0:
-            postcondition.check(self, rank, call - 1)
+            check_postcondition(self, rank, call - 1)
         if call < self.calls:
             f = self.program.factor
             for position in range(self.program.chunks(rank, "input") * f):
@@ -112,8 +115,8 @@ class Executor:
             return False
         if step.barrier is not None and not sync.arrive(step, self.clocks.clock(block)):
             return False
-        polled = dataflow.polled_keys(step, self.memory, call) if step.reads else []
-        if polled and not dataflow.packets_ready(polled, self.memory, call):
+        polled = polled_keys(step, self.memory, call) if step.reads else []
+        if polled and not packets_ready(polled, self.memory, call):
             return False
         clock = self.clocks.tick(block)
         if step.waits:
@@ -125,7 +128,7 @@ class Executor:
         for key in polled:
             merge(clock, self.memory.values[key].clock or {})
         if step.reads or step.writes:
-            dataflow.run(step, call, self.memory, self.clocks, self.log)
+            run_data_op(step, call, self.memory, self.clocks, self.log)
         if step.signals:
             sync.signal(step, clock)
         if step.releases:
