@@ -8,6 +8,7 @@
 #   scripts/two_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB
 #   scripts/two_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; fast path too), demo
 #   scripts/two_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
+#   scripts/two_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #
 # Several stages run in one call in the order given (check is executor and shared; each builds first).
 set -uo pipefail
@@ -65,6 +66,15 @@ case $stage in
     step bench_eager-fresh 120 "${launch[@]}" --mode eager-fresh --out "$out/bench_eager-fresh.json"
     LOOM_FAST_PATH=1 step bench_graph_fast 120 "${launch[@]}" --mode graph --out "$out/bench_graph_fast.json"
     step demo 60 python3 -m loom demo
+    ;;
+  profile)
+    python3 bench/tuned_plans.py --world-size 2 --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1
+    for size in 1024 65536; do
+      step "profile_generic_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans allreduce_allpairs_packet_2r \
+        "$size" "$out/profile_generic_$size.csv"
+      LOOM_FAST_PATH=1 step "profile_fast_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans \
+        allreduce_allpairs_packet_2r "$size" "$out/profile_fast_$size.csv"
+    done
     ;;
   nccl-bench)
     mpi=$(python3 -c "import sys; sys.path.insert(0, 'tests/nccl'); from nccl_tests_build import *; print(mpi_home() or '')")
