@@ -18,6 +18,7 @@ namespace {
 
 constexpr uint64_t kSlotBytes = 256;  // the sequence word and the record: four cache lines at most
 constexpr uint64_t kSlots = 2;
+constexpr std::chrono::milliseconds kSpinOnly{2};  // then a short sleep every 1,024 polls
 
 uint64_t* sequenceOf(uint8_t* slots, uint64_t exchange) {
   return reinterpret_cast<uint64_t*>(slots + (exchange % kSlots) * kSlotBytes);
@@ -80,6 +81,9 @@ struct HostBoard::Impl {
       if ((spins & 1023) == 0) {
         const auto now = std::chrono::steady_clock::now();
         if (now - start >= timeout) return missing;
+        // Peers normally post within microseconds; one that computes first may take milliseconds, and
+        // a waiter that spins all that time takes a core from the work it waits for.
+        if (now - start >= kSpinOnly) std::this_thread::sleep_for(std::chrono::microseconds(20));
         if (now >= nextCheck) {
           communicator.bootstrap().checkInterrupt();
           nextCheck = now + std::chrono::milliseconds(100);
