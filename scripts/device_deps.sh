@@ -6,8 +6,10 @@
 #                 unpacked with dpkg -x (DEPS_PREFIX of scripts/device_build.sh)
 #   build/pylibs  the Python packages the image lacks (lark, pytest-timeout; jsonschema and its dependencies for the
 #                 schema checks), as wheels for the image's Python unpacked there (PY_DEPS)
-# PY_VERSION is the image's Python (default 3.12: docs of the device tool). nccl-tests, for
-# tests/nccl/test_nccl_tests_shared_gpu.py, is not fetched here: point LOOM_NCCL_TESTS_SRC at a checkout.
+# PY_VERSION is the image's Python (default 3.12: docs of the device tool). nccl-tests, for the
+# nccl-tests GPU tests and scripts/two_gpu_run.sh, is not fetched here: put a checkout (or a
+# `git archive` of github.com/NVIDIA/nccl-tests) in .dev/nccl-tests, carry it, and point
+# LOOM_NCCL_TESTS_SRC at it (two_gpu_run.sh does by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python_version=${PY_VERSION:-3.12}
@@ -19,6 +21,7 @@ download() { python3 -m pip download -q --only-binary=:all: --python-version "$p
 # shellcheck disable=SC2046
 download $(grep -E '^(jsonschema|lark)==' scripts/requirements-dev.txt)
 # the plugin alone: the image's pytest stays the one that runs
+# shellcheck disable=SC2046
 download --no-deps $(grep -E '^pytest-timeout==' scripts/requirements-dev.txt)
 for wheel in build/pylibs-wheels/*.whl; do python3 -m zipfile -e "$wheel" build/pylibs; done
 rm -rf build/deps-debs build/pylibs-wheels
