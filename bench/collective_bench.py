@@ -20,6 +20,7 @@ For every size the Loom plan is the one in DIR whose collective, world size and 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -153,6 +154,8 @@ def main() -> int:
             "torch": torch.__version__,
             "nccl": ".".join(map(str, torch.cuda.nccl.version())),
             "cuda": torch.version.cuda,
+            "fast_path": os.environ.get("LOOM_FAST_PATH", "0"),  # which interpreter kernel ran (docs/executor.md)
+            "date": datetime.date.today().isoformat(),
         }
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     dist.destroy_process_group()
