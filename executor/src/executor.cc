@@ -323,6 +323,7 @@ struct Executor::Impl {
     plans.clear();
     planOrder.clear();
     staging.reset();
+    board.reset();  // its shared host memory too (the executor makes no call after this)
   }
 };
 
