@@ -7,9 +7,9 @@
 #   build/pylibs  the Python packages the image lacks (lark, pytest-timeout; jsonschema and its dependencies for the
 #                 schema checks), as wheels for the image's Python unpacked there (PY_DEPS)
 # PY_VERSION is the image's Python (default 3.12: docs of the device tool). nccl-tests, for the
-# nccl-tests GPU tests and scripts/two_gpu_run.sh, is not fetched here: put a checkout (or a
+# nccl-tests GPU tests and scripts/multi_gpu_run.sh, is not fetched here: put a checkout (or a
 # `git archive` of github.com/NVIDIA/nccl-tests) in .dev/nccl-tests, carry it, and point
-# LOOM_NCCL_TESTS_SRC at it (two_gpu_run.sh does by default).
+# LOOM_NCCL_TESTS_SRC at it (multi_gpu_run.sh does by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python_version=${PY_VERSION:-3.12}

@@ -1,6 +1,6 @@
-"""nccl-tests, unchanged, over libloom_nccl.so on 2 GPUs (issue 20): NVIDIA's public nccl-tests, built here
-with MPI from the sources in LOOM_NCCL_TESTS_SRC and linked against the real NCCL, started by mpirun as
-two processes of one GPU each (`-g 1 -c 1`, their data check on) with the library preloaded, from 8 B to
+"""nccl-tests, unchanged, over libloom_nccl.so on every GPU of the host (issues 20 and 21): NVIDIA's public
+nccl-tests, built here with MPI from the sources in LOOM_NCCL_TESTS_SRC and linked against the real NCCL,
+started by mpirun as one process per GPU (`-g 1 -c 1`, their data check on) with the library preloaded, from 8 B to
 1 GiB. Every size must report 0 wrong, and Loom's log must show its plans ran. Skipped, with the reason,
 without 2 GPUs, the library, the sources, make, MPI or the real NCCL."""
 
@@ -31,7 +31,7 @@ from nccl_tests_build import (  # noqa: E402
 
 BUILD = Path(os.environ.get("LOOM_BUILD_DIR", ROOT / "build"))
 LIBRARY = BUILD / "executor" / "nccl" / "libloom_nccl.so"
-RANKS = 2
+RANKS = max(2, GPUS)  # every GPU of the host, one process each
 PROGRAMS = ["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "broadcast_perf", "alltoall_perf"]
 
 pytestmark = pytest.mark.gpu
@@ -65,7 +65,7 @@ def nccl_tests(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_nccl_tests_on_2_gpus_under_mpi_report_nothing_wrong(nccl_tests, program, tmp_path):
+def test_nccl_tests_on_every_gpu_under_mpi_report_nothing_wrong(nccl_tests, program, tmp_path):
     environment = {
         "LD_PRELOAD": str(LIBRARY),
         "LD_LIBRARY_PATH": f"{nccl_tests['real']}:{os.environ.get('LD_LIBRARY_PATH', '')}",
@@ -83,7 +83,7 @@ def test_nccl_tests_on_2_gpus_under_mpi_report_nothing_wrong(nccl_tests, program
     logs = "\n".join(path.read_text() for path in sorted(tmp_path.glob("loom.*.log")))
     alerts = [line for line in logs.splitlines() if re.search(r"WARN|ERROR|timed out", line)]
     report = f"{output[-6000:]}\n--- Loom warnings ---\n" + "\n".join(alerts[:20]) + f"\n--- log ---\n{logs[-3000:]}"
-    print(output)  # nccl-tests' table: 2 GPUs over NVLink
+    print(output)  # nccl-tests' table: the GPUs over NVLink
     assert done.returncode == 0 and "Out of bounds values : 0 OK" in output, report
     rows = nccl_tests_rows(output)
     assert rows and int(rows[-1][0]) == 1 << 30, report  # every size up to 1 GiB was run

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Issue 20's run on a host with 2 GPUs, one stage per call (each fits a 10-minute device call), logs
-# and results packed into OUT/two_gpu_run.tar.gz (OUT defaults to build-gpu/out). Needs build/deps and
+# Issues 20 and 21's runs on a host with 2 or more GPUs (GPUS, default all visible), one stage per
+# call (each fits a 10-minute device call), logs and results packed into OUT/multi_gpu_run.tar.gz (OUT
+# defaults to build-gpu/out). Needs build/deps and
 # build/pylibs (scripts/device_deps.sh) and, for the nccl stages, nccl-tests' sources in
 # LOOM_NCCL_TESTS_SRC (default .dev/nccl-tests: `git archive` of github.com/NVIDIA/nccl-tests).
 #
-#   scripts/two_gpu_run.sh check   # every GPU check at 2 ranks (executor), 3 to 16 sharing GPU 0 (shared)
-#   scripts/two_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB
-#   scripts/two_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; fast path too), demo
-#   scripts/two_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
-#   scripts/two_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
+#   scripts/multi_gpu_run.sh check   # every GPU check at 2 and 4 ranks (executor), 3 to 16 sharing GPU 0 (shared)
+#   scripts/multi_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB
+#   scripts/multi_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; fast path too), demo
+#   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
+#   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #
 # Several stages run in one call in the order given (check is executor and shared; each builds first).
 set -uo pipefail
@@ -20,10 +21,11 @@ dest=${OUT:-build-gpu/out}
 out=$PWD/build-gpu/run
 rm -rf "$out"
 mkdir -p "$out" "$dest"
-trap 'tar -czf "$dest/two_gpu_run.tar.gz" -C "$out" .' EXIT
+trap 'tar -czf "$dest/multi_gpu_run.tar.gz" -C "$out" .' EXIT
 trap 'exit 143' TERM INT
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
 export LOOM_NCCL_TESTS_SRC=${LOOM_NCCL_TESTS_SRC:-$PWD/.dev/nccl-tests}
+gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv >"$out/gpus.txt" 2>&1
 eval "$(bash scripts/device_build.sh 2>"$out/build.log")" || { tail -n 40 "$out/build.log"; exit 1; }
 export LOOM_BUILD_DIR=$PWD/build-gpu
@@ -55,12 +57,12 @@ case $stage in
     ;;
   nccl)
     step nccl_torch 150 "${pytest[@]}" tests/nccl/test_nccl_gpu.py
-    step nccl_tests 300 "${pytest[@]}" -s tests/nccl/test_nccl_tests_two_gpus.py
+    step nccl_tests 300 "${pytest[@]}" -s tests/nccl/test_nccl_tests_multi_gpu.py
     step sanitizer 150 "${pytest[@]}" tests/executor/test_executor_gpu.py -k sanitizer
     ;;
   bench)
-    python3 bench/tuned_plans.py --world-size 2 --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1
-    launch=(python3 -m loom.launch -n 2 --timeout 200 bench/collective_bench.py --plans build-gpu/tuned_plans)
+    python3 bench/tuned_plans.py --world-size "$gpus" --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1
+    launch=(python3 -m loom.launch -n "$gpus" --timeout 200 bench/collective_bench.py --plans build-gpu/tuned_plans)
     step bench_graph 170 "${launch[@]}" --mode graph --out "$out/bench_graph.json"
     step bench_eager-reused 120 "${launch[@]}" --mode eager-reused --out "$out/bench_eager-reused.json"
     step bench_eager-fresh 120 "${launch[@]}" --mode eager-fresh --out "$out/bench_eager-fresh.json"
@@ -68,12 +70,12 @@ case $stage in
     step demo 60 python3 -m loom demo
     ;;
   profile)
-    python3 bench/tuned_plans.py --world-size 2 --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1
+    python3 bench/tuned_plans.py --world-size "$gpus" --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1
     for size in 1024 65536; do
-      step "profile_generic_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans allreduce_allpairs_packet_2r \
+      WORLD_SIZE=$gpus step "profile_generic_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans "allreduce_allpairs_packet_${gpus}r" \
         "$size" "$out/profile_generic_$size.csv"
-      LOOM_FAST_PATH=1 step "profile_fast_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans \
-        allreduce_allpairs_packet_2r "$size" "$out/profile_fast_$size.csv"
+      LOOM_FAST_PATH=1 WORLD_SIZE=$gpus step "profile_fast_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans \
+        "allreduce_allpairs_packet_${gpus}r" "$size" "$out/profile_fast_$size.csv"
     done
     ;;
   nccl-bench)
@@ -90,7 +92,7 @@ build_nccl_tests(Path(os.environ["LOOM_NCCL_TESTS_SRC"]), Path("build-gpu/nccl-t
 PY
     LD_LIBRARY_PATH=$(dirname "$real"):$LD_LIBRARY_PATH
     export LD_LIBRARY_PATH
-    step nccl_bench 480 python3 bench/nccl_bench.py --nproc 2 --nccl-tests build-gpu/nccl-tests/bin ${mpi:+--mpi} \
+    step nccl_bench 480 python3 bench/nccl_bench.py --nproc "$gpus" --nccl-tests build-gpu/nccl-tests/bin ${mpi:+--mpi} \
       --library build-gpu/executor/nccl/libloom_nccl.so --out "$out/nccl.md" --data "$out/nccl.json"
     ;;
   *)
