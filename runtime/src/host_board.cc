@@ -134,13 +134,17 @@ HostBoard::HostBoard(Communicator& communicator, uint32_t recordBytes, uint64_t 
     if (communicator.sameProcess(peer)) {
       std::lock_guard lock(boardsMutex);
       auto found = boardsInProcess.find(impl.slots[size_t(peer)]);
-      if (found != boardsInProcess.end()) impl.held.push_back(found->second.lock());
+      std::shared_ptr<void> slots = found != boardsInProcess.end() ? found->second.lock() : nullptr;
+      if (!slots) impl.slots[size_t(peer)] = nullptr;  // refused below
+      impl.held.push_back(std::move(slots));
     }
     if (impl.slots[size_t(peer)] == nullptr || impl.peers[size_t(peer)].bytes() < bytes) {
       throw Error(ErrorCategory::kInvalidArgument,
                   impl.where() + ": rank " + std::to_string(peer) + "'s slots are not mapped in this process");
     }
   }
+  // No rank may drop its board (and, in this process, its slots) before every peer holds them.
+  communicator.bootstrap().barrier();
 }
 
 HostBoard::~HostBoard() = default;
