@@ -42,6 +42,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUT/NAME
   tail -n 6 "$out/$name.log"
   [ $rc -eq 0 ] || status=1
 }
+tuned_plans() { python3 bench/tuned_plans.py --world-size "$gpus" --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1; }
 stages=()
 for stage in "$@"; do
   if [ "$stage" = check ]; then stages+=(executor shared); else stages+=("$stage"); fi
@@ -61,7 +62,7 @@ case $stage in
     step sanitizer 150 "${pytest[@]}" tests/executor/test_executor_gpu.py -k sanitizer
     ;;
   bench)
-    python3 bench/tuned_plans.py --world-size "$gpus" --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1
+    tuned_plans
     launch=(python3 -m loom.launch -n "$gpus" --timeout 200 bench/collective_bench.py --plans build-gpu/tuned_plans)
     step bench_graph 170 "${launch[@]}" --mode graph --out "$out/bench_graph.json"
     step bench_eager-reused 120 "${launch[@]}" --mode eager-reused --out "$out/bench_eager-reused.json"
@@ -70,7 +71,7 @@ case $stage in
     step demo 60 python3 -m loom demo
     ;;
   profile)
-    python3 bench/tuned_plans.py --world-size "$gpus" --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1
+    tuned_plans
     for size in 1024 65536; do
       WORLD_SIZE=$gpus step "profile_generic_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans "allreduce_allpairs_packet_${gpus}r" \
         "$size" "$out/profile_generic_$size.csv"
@@ -79,18 +80,9 @@ case $stage in
     done
     ;;
   nccl-bench)
-    mpi=$(python3 -c "import sys; sys.path.insert(0, 'tests/nccl'); from nccl_tests_build import *; print(mpi_home() or '')")
-    real=$(python3 -c "import sys; sys.path.insert(0, 'tests/nccl'); from nccl_tests_build import *; print(real_nccl_library() or '')")
-    python3 - "$mpi" "$real" >"$out/nccl_tests_build.log" 2>&1 <<'PY'
-import sys
-from pathlib import Path
-sys.path.insert(0, "tests/nccl")
-from nccl_tests_build import build_nccl_tests
-import os
-mpi = Path(sys.argv[1]) if sys.argv[1] else None
-build_nccl_tests(Path(os.environ["LOOM_NCCL_TESTS_SRC"]), Path("build-gpu/nccl-tests"), Path(sys.argv[2]), Path("build-gpu"), mpi=mpi)
-PY
-    LD_LIBRARY_PATH=$(dirname "$real"):$LD_LIBRARY_PATH
+    # Sets mpi (1 when built with MPI) and real_nccl_dir (the real NCCL the programs are linked against).
+    eval "$(python3 tests/nccl/nccl_tests_build.py build-gpu/nccl-tests 2>"$out/nccl_tests_build.log")" || status=1
+    LD_LIBRARY_PATH=${real_nccl_dir:-}:$LD_LIBRARY_PATH
     export LD_LIBRARY_PATH
     step nccl_bench 480 python3 bench/nccl_bench.py --nproc "$gpus" --nccl-tests build-gpu/nccl-tests/bin ${mpi:+--mpi} \
       --library build-gpu/executor/nccl/libloom_nccl.so --out "$out/nccl.md" --data "$out/nccl.json"

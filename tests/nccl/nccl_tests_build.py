@@ -1,7 +1,11 @@
 """NVIDIA's nccl-tests built for the GPU tests and bench/nccl_bench.py: from the sources in a checkout, for
 this host's GPU, linked against a folder whose lib/libnccl.so is the NCCL the programs should see (the
 real one, so that preloading libloom_nccl.so is what puts Loom in front; or Loom's own library), with
-MPI (one process per GPU, started by mpirun) when an MPI installation is given."""
+MPI (one process per GPU, started by mpirun) when an MPI installation is given.
+
+    python tests/nccl/nccl_tests_build.py OUT   # LOOM_NCCL_TESTS_SRC's sources, against the real NCCL,
+                                                # with MPI when found; prints `mpi=... real_nccl_dir=...`
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
@@ -107,3 +112,25 @@ def nccl_tests_rows(output: str) -> list[list[str]]:
 def size_bytes(text: str) -> int:
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def failure_report(output: str, logs: str) -> str:
+    """The end of a run's output and of Loom's log, with the log's warnings and errors (device timeouts
+    name the rank, block and op) wherever they were."""
+    alerts = [line for line in logs.splitlines() if re.search(r"WARN|ERROR|timed out", line)]
+    return f"{output[-6000:]}\n--- Loom warnings ---\n" + "\n".join(alerts[:20]) + f"\n--- Loom log ---\n{logs[-3000:]}"
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    mpi, real = mpi_home(), real_nccl_library()
+    if real is None:
+        sys.exit("no real libnccl.so.2 found (PyTorch's NCCL wheel or the CUDA toolkit's)")
+    root = Path(__file__).resolve().parents[2]
+    build = Path(os.environ.get("LOOM_BUILD_DIR", root / "build"))
+    build_nccl_tests(Path(os.environ["LOOM_NCCL_TESTS_SRC"]), out, real, build, mpi=mpi)
+    print(f"mpi={'1' if mpi else ''} real_nccl_dir={real.parent}")
+
+
+if __name__ == "__main__":
+    main()

@@ -7,7 +7,6 @@ without 2 GPUs, the library, the sources, make, MPI or the real NCCL."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ sys.path.insert(0, str(ROOT / "tests" / "nccl"))
 from nccl_tests_build import (  # noqa: E402
     CUDA,
     build_nccl_tests,
+    failure_report,
     mpi_home,
     mpirun_command,
     nccl_tests_rows,
@@ -81,8 +81,7 @@ def test_nccl_tests_on_every_gpu_under_mpi_report_nothing_wrong(nccl_tests, prog
     done = subprocess.run(command, capture_output=True, text=True, timeout=400, check=False)
     output = done.stdout + done.stderr
     logs = "\n".join(path.read_text() for path in sorted(tmp_path.glob("loom.*.log")))
-    alerts = [line for line in logs.splitlines() if re.search(r"WARN|ERROR|timed out", line)]
-    report = f"{output[-6000:]}\n--- Loom warnings ---\n" + "\n".join(alerts[:20]) + f"\n--- log ---\n{logs[-3000:]}"
+    report = failure_report(output, logs)
     print(output)  # nccl-tests' table: the GPUs over NVLink
     assert done.returncode == 0 and "Out of bounds values : 0 OK" in output, report
     rows = nccl_tests_rows(output)

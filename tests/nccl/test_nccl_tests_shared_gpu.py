@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests" / "runtime"))
 from test_runtime_gpu import GPUS  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "nccl"))
-from nccl_tests_build import CUDA, build_nccl_tests, nccl_tests_rows, size_bytes  # noqa: E402
+from nccl_tests_build import CUDA, build_nccl_tests, failure_report, nccl_tests_rows, size_bytes  # noqa: E402
 
 BUILD = Path(os.environ.get("LOOM_BUILD_DIR", ROOT / "build"))
 LIBRARY = BUILD / "executor" / "nccl" / "libloom_nccl.so"
@@ -123,13 +123,6 @@ def _run(
     return output + _crash_functions(output) + f"\nexit status {done.returncode}", logs
 
 
-def _report(output: str, logs: str) -> str:
-    """The end of the output and of Loom's log, with the log's warnings and errors (device timeouts name the
-    rank, block and op) wherever they were."""
-    alerts = [line for line in logs.splitlines() if re.search(r"WARN|ERROR|timed out", line)]
-    return f"{output[-6000:]}\n--- Loom warnings ---\n" + "\n".join(alerts[:20]) + f"\n--- Loom log ---\n{logs[-3000:]}"
-
-
 def _crash_functions(output: str) -> str:
     """The functions of the shim's crash stack (library+offset frames), by addr2line, if there was one."""
     frames = re.findall(r"frame \d+: (\S+)\+(0x[0-9a-f]+)", output)
@@ -146,7 +139,7 @@ def _crash_functions(output: str) -> str:
 def test_nccl_tests_with_4_ranks_on_one_gpu_report_nothing_wrong(nccl_tests, program, tmp_path):
     low, high = CASES[program]
     output, logs = _run(nccl_tests, program, low, high, tmp_path)
-    report = _report(output, logs)
+    report = failure_report(output, logs)
     print(output)  # nccl-tests' table: kernel costs of 4 ranks on one GPU, not NVLink
     assert output.endswith("exit status 0") and "Out of bounds values : 0 OK" in output, report
     rows = nccl_tests_rows(output)
@@ -158,4 +151,4 @@ def test_nccl_tests_with_4_ranks_on_one_gpu_report_nothing_wrong(nccl_tests, pro
 def test_a_plan_whose_blocks_do_not_fit_is_refused_with_the_reason(nccl_tests, tmp_path):
     output, logs = _run(nccl_tests, "all_gather_perf", "1M", "1M", tmp_path, cache="cache")
     assert not output.endswith("exit status 0"), output[-4000:]
-    assert "the GPU holds at most" in output + logs, _report(output, logs)
+    assert "the GPU holds at most" in output + logs, failure_report(output, logs)
