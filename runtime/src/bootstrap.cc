@@ -10,6 +10,7 @@
 #include "listener_registry.hpp"
 #include "loom/error.hpp"
 #include "messenger.hpp"
+#include "rank_list.hpp"
 #include "socket.hpp"
 #include "wire.hpp"
 
@@ -30,14 +31,6 @@ constexpr uint64_t kRendezvousStatus = 0;
 static_assert(kMaxBootstrapMessageBytes == wire::kMaxPayloadBytes);
 
 std::string hasOrHave(const std::vector<int>& ranks) { return ranks.size() == 1 ? " has" : " have"; }
-
-std::string rankList(const std::vector<int>& ranks) {
-  constexpr size_t kShown = 16;
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size() && i < kShown; ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
-  if (ranks.size() > kShown) text += " and " + std::to_string(ranks.size() - kShown) + " more";
-  return text;
-}
 
 int64_t checkedTimeout(std::optional<int64_t> timeoutMs) {
   if (!timeoutMs) return defaultBootstrapTimeoutMs();

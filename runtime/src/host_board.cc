@@ -12,6 +12,7 @@
 #include "loom/registered_memory.hpp"
 #include "loom/shared_host_memory.hpp"
 #include "loom/transport.hpp"
+#include "rank_list.hpp"
 
 namespace loom {
 namespace {
@@ -30,12 +31,6 @@ uint8_t* recordOf(uint8_t* slots, uint64_t exchange) { return slots + (exchange 
 // a peer still spins on.
 std::mutex boardsMutex;
 std::map<const void*, std::weak_ptr<void>> boardsInProcess;
-
-std::string rankList(const std::vector<int>& ranks) {
-  std::string text;
-  for (int rank : ranks) text += (text.empty() ? "" : ", ") + std::to_string(rank);
-  return text;
-}
 
 }  // namespace
 
@@ -169,12 +164,12 @@ std::vector<std::vector<uint8_t>> HostBoard::allGather(std::span<const uint8_t> 
   if (!missing.empty()) {
     impl.broken = true;
     const std::vector<int> departed = impl.communicator.bootstrap().departedPeers();
-    throw Error(ErrorCategory::kTimeout,
-                impl.where() + ": rank(s) " + rankList(missing) + " did not post exchange " + std::to_string(exchange) +
-                    " within " + std::to_string(impl.communicator.bootstrap().timeoutMs()) + " ms" +
-                    (departed.empty() ? std::string()
-                                      : "; the bootstrap connection of rank(s) " + rankList(departed) +
-                                            " was closed (their process is gone)"));
+    throw Error(ErrorCategory::kTimeout, impl.where() + ": " + rankList(missing) + " did not post exchange " +
+                                             std::to_string(exchange) + " within " +
+                                             std::to_string(impl.communicator.bootstrap().timeoutMs()) + " ms" +
+                                             (departed.empty() ? std::string()
+                                                               : "; the bootstrap connection of " + rankList(departed) +
+                                                                     " was closed (their process is gone)"));
   }
   std::vector<std::vector<uint8_t>> records(impl.slots.size());
   for (size_t rank = 0; rank < impl.slots.size(); ++rank) {
