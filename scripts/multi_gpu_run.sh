@@ -10,6 +10,7 @@
 #   scripts/multi_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; fast path too), demo
 #   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
+#   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
 #
 # Several stages run in one call in the order given (check is executor and shared; each builds first).
 set -uo pipefail
@@ -69,6 +70,18 @@ case $stage in
     step bench_eager-fresh 120 "${launch[@]}" --mode eager-fresh --out "$out/bench_eager-fresh.json"
     LOOM_FAST_PATH=1 step bench_graph_fast 120 "${launch[@]}" --mode graph --out "$out/bench_graph_fast.json"
     step demo 60 python3 -m loom demo
+    ;;
+  fast)
+    # The fast path against the generic one: bit for bit (2 GPUs and ranks sharing GPU 0), drift and
+    # the collective API on it, the sanitizers on its kernels, and graph replay up to 1 MiB both ways.
+    step fast_gpu 300 "${pytest[@]}" tests/executor/test_executor_gpu.py tests/executor/test_shared_gpu.py \
+      -k "fast_and_generic or (sanitizer and fast and not 4_rank)"
+    LOOM_FAST_PATH=1 step fast_drift_api 150 "${pytest[@]}" tests/executor/test_executor_gpu.py -k "drift or collective_api"
+    tuned_plans
+    small=(python3 -m loom.launch -n "$gpus" --timeout 100 bench/collective_bench.py --plans build-gpu/tuned_plans
+      --max-bytes 1048576 --mode graph)
+    step bench_small_generic 100 "${small[@]}" --out "$out/bench_small_generic.json"
+    LOOM_FAST_PATH=1 step bench_small_fast 100 "${small[@]}" --out "$out/bench_small_fast.json"
     ;;
   profile)
     tuned_plans

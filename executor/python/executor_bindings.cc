@@ -84,6 +84,7 @@ void bindExecutor(py::module_& module) {
         out["contexts_built"] = stats.contextsBuilt;
         out["specialized_transfers"] = stats.specializedTransfers;
         out["generic_transfers"] = stats.genericTransfers;
+        out["inlined_contexts"] = stats.inlinedContexts;
         out["launches"] = stats.launches;
         return out;
       });

@@ -9,6 +9,7 @@
 
 #include "loom/communicator.hpp"
 #include "loom/data_type.hpp"
+#include "loom/device/inline_program.hpp"
 #include "loom/device/program.hpp"
 #include "loom/plan.hpp"
 
@@ -37,10 +38,11 @@ class Backend {
   // Which allocation holds `pointer`, as an id never reused (a freed buffer's address may come back
   // for a new one, which peers have not mapped); 0 where the backend has no such id.
   virtual uint64_t allocationId(const void* pointer) const = 0;
-  // One call: grid = program.blocks, `threads` per block. The GPU enqueues on `stream` and returns;
-  // the CPU backend returns when every block is done and throws what a block threw.
-  virtual void launch(const device::Program& program, uint32_t threads, DataType type, ReduceOp op,
-                      void* stream) = 0;
+  // One call: grid = program.blocks, `threads` per block; `inlined` (specialised programs only, may be
+  // null) carries the ops in the kernel's parameters. The GPU enqueues on `stream` and returns; the CPU
+  // backend returns when every block is done and throws what a block threw.
+  virtual void launch(const device::Program& program, const device::InlineProgram* inlined, uint32_t threads,
+                      DataType type, ReduceOp op, void* stream) = 0;
   // Copies `bytes` from `src` to `dst` (this rank's buffers): the GPU enqueues it on `stream` (also
   // under graph capture), the CPU backend copies at once.
   virtual void copy(void* dst, const void* src, uint64_t bytes, void* stream) = 0;

@@ -26,6 +26,7 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
   const bool specialized = transfers_.generic == 0;
   const uint32_t planThreads = resources.plan().threadsPerBlock;
   threads_ = specialized ? launchThreads(resolved, planThreads) : planThreads;
+  if (specialized && threads_ <= device::kMaxInlineThreads) inline_.emplace(resolved);
   scratchBytes_ = resolved.scratchBytes;
   const TransportFlags transports = resources.transports();
   // Registrations refer to the user's memory, not a copy: nothing is copied per call.
@@ -120,6 +121,7 @@ void CallContext::upload(PlanResources& resources, Backend& backend, const Resol
   std::memcpy(at + opsBytes, resolved.operands.data(), resolved.operands.size() * sizeof(device::Operand));
   std::memcpy(at + opsBytes + operandsBytes, resolved.blockOps.data(), resolved.blockOps.size() * sizeof(uint32_t));
   std::memcpy(at + opsBytes + operandsBytes + blocksBytes, views.data(), views.size() * sizeof(device::ChannelView));
+  hostViews_ = std::move(views);
   deviceData_ = backend.allocate(blob.size());
   backend.upload(deviceData_.get(), blob.data(), blob.size());
   auto* base = static_cast<uint8_t*>(deviceData_.get());

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend.hpp"
@@ -15,6 +16,7 @@
 #include "loom/device/program.hpp"
 #include "loom/registered_memory.hpp"
 #include "plan_resources.hpp"
+#include "inline_records.hpp"
 #include "specialize.hpp"
 
 namespace loom {
@@ -38,6 +40,12 @@ class CallContext {
   const TransferCounts& transfers() const { return transfers_; }
   // Threads per block to launch with: the plan's, fewer for a specialised program with little data.
   uint32_t threads() const { return threads_; }
+  // Whether the program travels in the fast kernel's parameters (inline_records.hpp).
+  bool inlined() const { return inline_ && !inline_->empty(); }
+  // The inline program of a call launched with `program` (its buffers and peer shifts set), or null.
+  const device::InlineProgram* inlineProgram(const device::Program& program) {
+    return inlined() ? &inline_->forCall(program, hostViews_.data()) : nullptr;
+  }
 
  private:
   struct PeerBuffers {
@@ -55,6 +63,8 @@ class CallContext {
   std::vector<int> peerRanks_;          // index in peers_ (a ChannelView's shiftSlot) -> rank
   std::vector<RankBuffers> setUpWith_;  // every rank's buffers at setup (empty: not bound to them)
   std::shared_ptr<void> deviceData_;
+  std::vector<device::ChannelView> hostViews_;  // the channel views, as uploaded
+  std::optional<InlineRecords> inline_;          // specialised programs only
   device::Program program_{};
   uint64_t scratchBytes_ = 0;
   TransferCounts transfers_;

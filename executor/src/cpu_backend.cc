@@ -44,7 +44,8 @@ class CpuBackend final : public Backend {
   bool capturing(void*) const override { return false; }
   uint64_t allocationId(const void* pointer) const override { return sharedHostBufferId(pointer); }
 
-  void launch(const device::Program& program, uint32_t, DataType type, ReduceOp op, void* stream) override {
+  void launch(const device::Program& program, const device::InlineProgram* inlined, uint32_t, DataType type, ReduceOp op,
+              void* stream) override {
     refuseStream(stream);
     std::vector<std::exception_ptr> failures(program.blocks);
     dispatchReduce(type, op, [&]<typename Reduce>() {
@@ -54,7 +55,9 @@ class CpuBackend final : public Backend {
         threads.emplace_back([&, block] {
           try {
             device::hostThreadBlock = int32_t(block);
-            if (program.specialized) {
+            if (inlined != nullptr) {
+              device::runInlineBlock<Reduce>(program, *inlined, block, 0, 1);
+            } else if (program.specialized) {
               device::runBlock<Reduce, true>(program, block, 0, 1);
             } else {
               device::runBlock<Reduce, false>(program, block, 0, 1);

@@ -240,6 +240,7 @@ struct Executor::Impl {
     ++stats.contextsBuilt;
     stats.specializedTransfers += context->transfers().specialized;
     stats.genericTransfers += context->transfers().generic;
+    stats.inlinedContexts += context->inlined() ? 1 : 0;
     cached.order.push_front(key);
     auto [it, inserted] = cached.contexts.emplace(key, std::make_pair(std::move(context), cached.order.begin()));
     return *it->second.first;
@@ -275,7 +276,7 @@ struct Executor::Impl {
       program.buffers[0] = const_cast<void*>(input);
       program.buffers[1] = output;
       context.shiftPeers(program, everyRank);
-      backend->launch(program, context.threads(), shape.type, shape.op, stream);
+      backend->launch(program, context.inlineProgram(program), context.threads(), shape.type, shape.op, stream);
     } catch (const Error&) {
       throw;
     } catch (const std::exception&) {

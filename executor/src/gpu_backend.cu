@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
@@ -17,7 +18,8 @@
 namespace loom {
 namespace {
 
-// Two kernels per (data type, operator): the fast one for programs whose data ops are all specialised
+// Three kernels per (data type, operator): the inline one for specialised programs small enough to
+// travel in its parameters, the fast one for the other programs whose data ops are all specialised
 // (Program::specialized), the generic one for the rest (interpreter.hpp, runData).
 // One block per multiprocessor at most (maxResidentBlocks), so each thread may use 64 registers: without
 // the minimum of 1, nvcc sizes the kernel for two 1024-thread blocks per multiprocessor (32 registers)
@@ -25,6 +27,15 @@ namespace {
 template <typename Reduce, bool kFast>
 __global__ void __launch_bounds__(1024, 1) interpret(device::Program program) {
   device::runBlock<Reduce, kFast>(program, blockIdx.x, threadIdx.x, blockDim.x);
+}
+
+// The inline kernel: a specialised program that travels in its parameters (inline_program.hpp), in
+// blocks of at most kMaxInlineThreads, so 128 registers per thread. __grid_constant__ lets the handlers
+// read the records where they lie, in the parameter space, rather than from a per-thread copy.
+template <typename Reduce>
+__global__ void __launch_bounds__(device::kMaxInlineThreads, 1)
+    interpretInline(device::Program program, const __grid_constant__ device::InlineProgram inlined) {
+  device::runInlineBlock<Reduce>(program, inlined, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
 class GpuBackend final : public Backend {
@@ -60,10 +71,17 @@ class GpuBackend final : public Backend {
 
   uint64_t allocationId(const void* pointer) const override { return gpu::allocationId(pointer); }
 
-  void launch(const device::Program& program, uint32_t threads, DataType type, ReduceOp op, void* stream) override {
+  void launch(const device::Program& program, const device::InlineProgram* inlined, uint32_t threads, DataType type,
+              ReduceOp op, void* stream) override {
     dispatchReduce(type, op, [&]<typename Reduce>() {
-      const auto kernel = program.specialized ? interpret<Reduce, true> : interpret<Reduce, false>;
-      kernel<<<program.blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(program);
+      const auto cudaStream = static_cast<cudaStream_t>(stream);
+      if (inlined != nullptr) {
+        interpretInline<Reduce><<<program.blocks, threads, 0, cudaStream>>>(program, *inlined);
+      } else if (program.specialized) {
+        interpret<Reduce, true><<<program.blocks, threads, 0, cudaStream>>>(program);
+      } else {
+        interpret<Reduce, false><<<program.blocks, threads, 0, cudaStream>>>(program);
+      }
     });
     const cudaError_t status = cudaGetLastError();
     if (status != cudaSuccess) {
@@ -82,14 +100,17 @@ class GpuBackend final : public Backend {
     const auto key = std::make_tuple(threads, type, op);
     if (auto found = residentBlocks_.find(key); found != residentBlocks_.end()) return found->second;
     int perMultiprocessor = 0;
-    dispatchReduce(type, op, [&]<typename Reduce>() {  // the fewer of the two kernels'
-      int fast = 0;
-      checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perMultiprocessor, interpret<Reduce, false>,
-                                                              int(threads), 0),
-                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-      checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fast, interpret<Reduce, true>, int(threads), 0),
-                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-      perMultiprocessor = std::min(perMultiprocessor, fast);
+    dispatchReduce(type, op, [&]<typename Reduce>() {  // the fewest of the kernels'
+      const auto fewer = [&](const void* kernel) {
+        int blocks = 0;
+        checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, int(threads), 0),
+                  "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+        perMultiprocessor = std::min(perMultiprocessor, blocks);
+      };
+      perMultiprocessor = INT32_MAX;
+      fewer(reinterpret_cast<const void*>(interpret<Reduce, false>));
+      fewer(reinterpret_cast<const void*>(interpret<Reduce, true>));
+      if (threads <= device::kMaxInlineThreads) fewer(reinterpret_cast<const void*>(interpretInline<Reduce>));
     });
     int multiprocessors = 0;
     checkCuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device_),

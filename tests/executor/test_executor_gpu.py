@@ -168,10 +168,11 @@ def test_gpu_examples(world, tmp_path, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
-def test_plan_check_is_clean_under_compute_sanitizer(tool, tmp_path):
+@pytest.mark.parametrize("path", ["generic", "fast"])
+def test_plan_check_is_clean_under_compute_sanitizer(tool, path, tmp_path):
     sanitizer = compute_sanitizer()
     plans = _library_plans(2, tmp_path, min_message_size=0, max_message_size=1 << 30)
     program = ["--no-python", sanitizer, "--tool", tool, "--error-exitcode", "9", "--target-processes", "all"]
     program += [sys.executable, str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans)]
     program += ["--sizes", "4100,65552", "--dtypes", "float32,bfloat16", "--calls", "2"]
-    _launch(2, program)
+    _launch(2, program, LOOM_FAST_PATH="1" if path == "fast" else "0")

@@ -16,6 +16,7 @@
 
 #include "loom/device/block_state.hpp"
 #include "loom/device/copy.hpp"
+#include "loom/device/inline_program.hpp"
 #include "loom/device/macros.hpp"
 #include "loom/device/packet.hpp"
 #include "loom/device/program.hpp"
@@ -23,31 +24,68 @@
 
 namespace loom::device {
 
-// The operands of one fast transfer, gathered once per op.
-struct FastOperands {
+// What a fast handler needs of one op, gathered once: operand addresses (this call's half of LL
+// scratch), which are packets, counts, and whether every plain operand is 16-byte aligned. Gathered from
+// Program's tables (gatherFastOp) or from the kernel's parameters (inlineFastOp, inline_program.hpp).
+struct FastOp {
   uint8_t* src[kMaxFastOperands];
   uint8_t* dst[kMaxFastOperands];
   bool dstPacket[kMaxFastOperands];
   uint32_t sources, destinations, plainSources;
+  uint32_t inputDestinations;  // kOneShot: the last this many destinations get source 0 as it is
+  uint64_t bytes;
+  int32_t planOp;
   bool aligned;  // every plain operand starts on a 16-byte boundary
 };
 
-LOOM_HOST_DEVICE FastOperands gatherFastOperands(const BlockState& s, const Op& op) {
-  FastOperands f;
+LOOM_HOST_DEVICE void finishFastOp(FastOp& f) {
+  uintptr_t addressBits = 0;  // the plain operands' addresses or-ed: aligned when its low 4 bits are 0
+  LOOM_UNROLL
+  for (uint32_t i = 0; i < kMaxFastOperands; ++i) {
+    if (i < f.plainSources) addressBits |= reinterpret_cast<uintptr_t>(f.src[i]);
+    if (i < f.destinations && !f.dstPacket[i]) addressBits |= reinterpret_cast<uintptr_t>(f.dst[i]);
+  }
+  f.aligned = addressBits % 16 == 0;
+}
+
+LOOM_HOST_DEVICE FastOp gatherFastOp(const BlockState& s, const Op& op) {
+  FastOp f;
   const Operand* operands = s.program.operands + op.first;
   f.sources = op.srcs;
   f.destinations = op.dsts;
   f.plainSources = op.srcs - op.packetSources;
-  uintptr_t addressBits = 0;  // the plain operands' addresses or-ed: aligned when its low 4 bits are 0
+  f.inputDestinations = op.inputDestinations;
+  f.bytes = op.bytes;
+  f.planOp = int32_t(op.planOp);
   LOOM_UNROLL
   for (uint32_t i = 0; i < kMaxFastOperands; ++i) {
     f.src[i] = i < f.sources ? operandAddress(s, operands[i]) : nullptr;
-    if (i < f.plainSources) addressBits |= reinterpret_cast<uintptr_t>(f.src[i]);
     f.dst[i] = i < f.destinations ? operandAddress(s, operands[f.sources + i]) : nullptr;
     f.dstPacket[i] = i < f.destinations && operands[f.sources + i].packet != 0;
-    if (i < f.destinations && !f.dstPacket[i]) addressBits |= reinterpret_cast<uintptr_t>(f.dst[i]);
   }
-  f.aligned = addressBits % 16 == 0;
+  finishFastOp(f);
+  return f;
+}
+
+LOOM_HOST_DEVICE FastOp inlineFastOp(const BlockState& s, const InlineOp& op, const InlineOperand* operands) {
+  FastOp f;
+  operands += op.first;
+  f.sources = op.srcs;
+  f.destinations = op.dsts;
+  f.plainSources = uint32_t(op.srcs) - op.packetSources;
+  f.inputDestinations = op.inputDestinations;
+  f.bytes = op.bytes;
+  f.planOp = int32_t(op.planOp);
+  const auto address = [&](uint32_t i) {
+    return reinterpret_cast<uint8_t*>(operands[i].address + (s.odd ? operands[i].oddOffset : 0));
+  };
+  LOOM_UNROLL
+  for (uint32_t i = 0; i < kMaxFastOperands; ++i) {
+    f.src[i] = i < f.sources ? address(i) : nullptr;
+    f.dst[i] = i < f.destinations ? address(f.sources + i) : nullptr;
+    f.dstPacket[i] = i < f.destinations && ((op.packetDestinations >> i) & 1) != 0;
+  }
+  finishFastOp(f);
   return f;
 }
 
@@ -56,18 +94,17 @@ LOOM_HOST_DEVICE FastOperands gatherFastOperands(const BlockState& s, const Op& 
 // and written to destinations [dstBegin, dstEnd). Out of line and not unrolled: it is the cold path
 // (a message's last unit, or operands a user's buffer leaves unaligned).
 template <typename Units>
-LOOM_HOST_DEVICE_COLD void fastUnitsByParts(const BlockState& s, const Op& op, const FastOperands& f, uint64_t begin,
-                                            uint32_t sources, uint32_t dstBegin, uint32_t dstEnd) {
-  const uint64_t units = (op.bytes + 15) / 16;
-  const int32_t planOp = int32_t(op.planOp);
+LOOM_HOST_DEVICE_COLD void fastUnitsByParts(const BlockState& s, const FastOp& f, uint64_t begin, uint32_t sources,
+                                            uint32_t dstBegin, uint32_t dstEnd) {
+  const uint64_t units = (f.bytes + 15) / 16;
   for (uint64_t unit = begin + s.thread; unit < units; unit += s.threads) {
-    const uint64_t bytes = unit + 1 < units || op.bytes % 16 == 0 ? 16 : op.bytes % 16;
+    const uint64_t bytes = unit + 1 < units || f.bytes % 16 == 0 ? 16 : f.bytes % 16;
     const auto io = [&](uint8_t* address, bool packet) {
       return UnitIo{address, packet, reinterpret_cast<uintptr_t>(address) % 16 == 0};
     };
-    typename Units::Acc acc = Units::start(io(f.src[0], f.plainSources == 0).load(unit, bytes, s, planOp));
+    typename Units::Acc acc = Units::start(io(f.src[0], f.plainSources == 0).load(unit, bytes, s, f.planOp));
     for (uint32_t i = 1; i < sources; ++i) {
-      Units::add(acc, io(f.src[i], i >= f.plainSources).load(unit, bytes, s, planOp));
+      Units::add(acc, io(f.src[i], i >= f.plainSources).load(unit, bytes, s, f.planOp));
     }
     const Vec16 result = Units::finish(acc);
     for (uint32_t i = dstBegin; i < dstEnd; ++i) io(f.dst[i], f.dstPacket[i]).store(unit, bytes, result, s);
@@ -79,24 +116,26 @@ LOOM_HOST_DEVICE_COLD void fastUnitsByParts(const BlockState& s, const Op& op, c
 // much of the fast kernel: 1038 bytes of spill stores against 300).
 inline constexpr uint32_t kPolledTogether = 2;
 
-// The whole 16-byte units of a fast transfer or one-shot: every source combined into destinations
-// [dstBegin, dstEnd); with kInputToo, the first source (plain) also goes, as it is, to destinations
-// [dstEnd, f.destinations) (the one-shot's packet puts, from the one load).
+// Stores one 16-byte unit into destination i, as two LL16 packets or as it is.
+LOOM_HOST_DEVICE void storeFastUnit(const BlockState& s, const FastOp& f, uint32_t i, uint64_t unit,
+                                    const Vec16& value) {
+  if (f.dstPacket[i]) {
+    LL16Packet* packets = reinterpret_cast<LL16Packet*>(f.dst[i]) + 2 * unit;
+    packets[0].write(value.x, s.flag);
+    packets[1].write(value.y, s.flag);
+  } else {
+    reinterpret_cast<Vec16*>(f.dst[i])[unit] = value;
+  }
+}
+
+// The whole 16-byte units of a fast transfer or one-shot: the first `sources` sources combined into
+// destinations [dstBegin, dstEnd); with kInputToo, the first source (plain) also goes, as it is, to
+// destinations [dstEnd, f.destinations) (the one-shot's packet puts, from the one load).
 template <typename Units, bool kInputToo>
-LOOM_HOST_DEVICE void fastWholeUnits(const BlockState& s, const Op& op, const FastOperands& f, uint64_t whole,
-                                     uint32_t dstEnd) {
+LOOM_HOST_DEVICE void fastWholeUnits(const BlockState& s, const FastOp& f, uint64_t whole, uint32_t sources,
+                                     uint32_t dstBegin, uint32_t dstEnd) {
   constexpr uint32_t K = kMaxFastOperands;
-  const int32_t planOp = int32_t(op.planOp);
   const uint64_t flags = LL16Packet::bothFlags(s.flag);
-  const auto store = [&](uint32_t i, uint64_t unit, const Vec16& value) {
-    if (f.dstPacket[i]) {
-      LL16Packet* packets = reinterpret_cast<LL16Packet*>(f.dst[i]) + 2 * unit;
-      packets[0].write(value.x, s.flag);
-      packets[1].write(value.y, s.flag);
-    } else {
-      reinterpret_cast<Vec16*>(f.dst[i])[unit] = value;
-    }
-  };
   for (uint64_t unit = s.thread; unit < whole; unit += s.threads) {
     // Plain sources first, in order, combined as they arrive (their loads are independent, so they
     // are in flight together); then the packet sources, group by group.
@@ -106,24 +145,24 @@ LOOM_HOST_DEVICE void fastWholeUnits(const BlockState& s, const Op& op, const Fa
       if constexpr (kInputToo) {
         LOOM_UNROLL
         for (uint32_t i = 0; i < K; ++i) {
-          if (i >= dstEnd && i < f.destinations) store(i, unit, first);
+          if (i >= dstEnd && i < f.destinations) storeFastUnit(s, f, i, unit, first);
         }
       }
       acc = Units::start(first);
     }
     LOOM_UNROLL
     for (uint32_t i = 1; i < K; ++i) {
-      if (i < f.plainSources) Units::add(acc, reinterpret_cast<const Vec16*>(f.src[i])[unit]);
+      if (i < f.plainSources && i < sources) Units::add(acc, reinterpret_cast<const Vec16*>(f.src[i])[unit]);
     }
     LOOM_UNROLL
     for (uint32_t group = 0; group < K; group += kPolledTogether) {
-      if (group >= f.sources) break;
+      if (group >= sources) break;
       Vec16 in[kPolledTogether];
       bool ready[kPolledTogether] = {};
       LOOM_UNROLL
       for (uint32_t j = 0; j < kPolledTogether; ++j) {
         const uint32_t i = group + j;
-        if (i >= f.plainSources && i < f.sources) {
+        if (i >= f.plainSources && i < sources) {
           const LL16Packet* packets = reinterpret_cast<const LL16Packet*>(f.src[i]) + 2 * unit;
           const bool low = packets[0].look(in[j].x) == flags;
           ready[j] = packets[1].look(in[j].y) == flags && low;
@@ -133,11 +172,11 @@ LOOM_HOST_DEVICE void fastWholeUnits(const BlockState& s, const Op& op, const Fa
       LOOM_UNROLL
       for (uint32_t j = 0; j < kPolledTogether; ++j) {
         const uint32_t i = group + j;
-        if (i >= f.plainSources && i < f.sources && !ready[j]) pending |= 1u << j;
+        if (i >= f.plainSources && i < sources && !ready[j]) pending |= 1u << j;
       }
       if (pending != 0) {
         spinUntil(
-            s.program.wait, WaitKind::kPacket, planOp, s.flag,
+            s.program.wait, WaitKind::kPacket, f.planOp, s.flag,
             [&]() -> uint64_t {
               uint64_t seen = flags;
               LOOM_UNROLL
@@ -160,7 +199,7 @@ LOOM_HOST_DEVICE void fastWholeUnits(const BlockState& s, const Op& op, const Fa
       LOOM_UNROLL
       for (uint32_t j = 0; j < kPolledTogether; ++j) {
         const uint32_t i = group + j;
-        if (i >= f.plainSources && i < f.sources) {
+        if (i >= f.plainSources && i < sources) {
           if (i == 0) {
             acc = Units::start(in[j]);
           } else {
@@ -172,33 +211,55 @@ LOOM_HOST_DEVICE void fastWholeUnits(const BlockState& s, const Op& op, const Fa
     const Vec16 result = Units::finish(acc);
     LOOM_UNROLL
     for (uint32_t i = 0; i < K; ++i) {
-      if (i < dstEnd) store(i, unit, result);
+      if (i >= dstBegin && i < dstEnd) storeFastUnit(s, f, i, unit, result);
     }
   }
 }
 
 template <typename Units>
-LOOM_HOST_DEVICE void runFastTransfer(const BlockState& s, const Op& op) {
-  const FastOperands f = gatherFastOperands(s, op);
-  const uint64_t whole = f.aligned ? op.bytes / 16 : 0;
-  fastWholeUnits<Units, false>(s, op, f, whole, f.destinations);
+LOOM_HOST_DEVICE void runFastTransfer(const BlockState& s, const FastOp& f) {
+  const uint64_t whole = f.aligned ? f.bytes / 16 : 0;
+  fastWholeUnits<Units, false>(s, f, whole, f.sources, 0, f.destinations);
   // the short last unit, or every unit when not aligned
-  fastUnitsByParts<Units>(s, op, f, whole, f.sources, 0, f.destinations);
+  fastUnitsByParts<Units>(s, f, whole, f.sources, 0, f.destinations);
 }
 
 // The fused one-shot (kOneShot): the local chunk (source 0) goes as packets to the peers (the last
 // `inputDestinations` destinations), and is reduced with the peers' packets of the same chunk (the
-// other sources) into the first destinations; the chunk is loaded once for both. Its sends of a unit
-// precede its wait for that unit's packets, as in the two ops it replaces, so it cannot wait on a peer
-// that waits on it.
+// other sources) into the first destinations. Its sends of a unit precede its wait for that unit's
+// packets, as in the two ops it replaces, so it cannot wait on a peer that waits on it. When a thread
+// has one unit, the chunk is loaded once for both; with more, every unit is sent before the first
+// wait (a wait per unit between sends would put one peer round trip per unit on the critical path),
+// and the chunk is loaded again for the reduction (from cache).
 template <typename Units>
-LOOM_HOST_DEVICE void runOneShot(const BlockState& s, const Op& op) {
-  const FastOperands f = gatherFastOperands(s, op);
-  const uint64_t whole = f.aligned ? op.bytes / 16 : 0;
-  const uint32_t resultDestinations = f.destinations - op.inputDestinations;
-  fastWholeUnits<Units, true>(s, op, f, whole, resultDestinations);
-  fastUnitsByParts<CopyUnits>(s, op, f, whole, 1, resultDestinations, f.destinations);
-  fastUnitsByParts<Units>(s, op, f, whole, f.sources, 0, resultDestinations);
+LOOM_HOST_DEVICE void runOneShot(const BlockState& s, const FastOp& f) {
+  const uint64_t whole = f.aligned ? f.bytes / 16 : 0;
+  const uint32_t results = f.destinations - f.inputDestinations;
+  if (whole <= s.threads) {
+    fastWholeUnits<Units, true>(s, f, whole, f.sources, 0, results);
+  } else {
+    fastWholeUnits<CopyUnits, false>(s, f, whole, 1, results, f.destinations);
+    fastWholeUnits<Units, false>(s, f, whole, f.sources, 0, results);
+  }
+  fastUnitsByParts<CopyUnits>(s, f, whole, 1, results, f.destinations);
+  fastUnitsByParts<Units>(s, f, whole, f.sources, 0, results);
+}
+
+// One data op of a fast kernel. A generic kTransfer never reaches one: the executor launches the
+// generic kernel for a program that has any.
+template <typename Reduce>
+LOOM_HOST_DEVICE void runFastData(const BlockState& s, OpCode code, bool reduces, const FastOp& f) {
+  if (code == OpCode::kCopy) {
+    copyBytes(f.dst[0], f.src[0], f.bytes, s.thread, s.threads);
+  } else if (code == OpCode::kFastTransfer) {
+    if (reduces) {
+      runFastTransfer<Reduce>(s, f);
+    } else {
+      runFastTransfer<CopyUnits>(s, f);
+    }
+  } else if (code == OpCode::kOneShot) {
+    runOneShot<Reduce>(s, f);
+  }
 }
 
 }  // namespace loom::device

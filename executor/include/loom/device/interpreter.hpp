@@ -14,6 +14,7 @@
 #include "loom/device/block_state.hpp"
 #include "loom/device/diagnostics.hpp"
 #include "loom/device/fast_transfer.hpp"
+#include "loom/device/inline_program.hpp"
 #include "loom/device/macros.hpp"
 #include "loom/device/program.hpp"
 #include "loom/device/transfer.hpp"
@@ -117,18 +118,9 @@ template <typename Reduce, bool kFast>
 LOOM_HOST_DEVICE void runData(const BlockState& s, const Op& op) {
   if constexpr (!kFast) {
     runTransfer<Reduce>(s, op);
-  } else if (op.code == OpCode::kCopy) {
-    copyBytes(operandAddress(s, s.program.operands[op.first + 1]), operandAddress(s, s.program.operands[op.first]),
-              op.bytes, s.thread, s.threads);
-  } else if (op.code == OpCode::kFastTransfer) {
-    if (op.flags & kOpReduces) {
-      runFastTransfer<Reduce>(s, op);
-    } else {
-      runFastTransfer<CopyUnits>(s, op);
-    }
-  } else if (op.code == OpCode::kOneShot) {
-    runOneShot<Reduce>(s, op);
-  }  // a generic kTransfer never reaches a fast kernel: the executor launches the generic one then
+  } else {
+    runFastData<Reduce>(s, op.code, (op.flags & kOpReduces) != 0, gatherFastOp(s, op));
+  }
 }
 
 template <typename Reduce, bool kFast>
@@ -168,6 +160,14 @@ LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
   if (op.flags & kOpSyncAfter) syncBlock();
 }
 
+// An op of an inline program (inline_program.hpp): a specialised data op or a block sync.
+template <typename Reduce>
+LOOM_HOST_DEVICE void runInlineOp(const BlockState& s, const InlineOp& op, const InlineOperand* operands) {
+  if (op.flags & kOpSyncBefore) syncBlock();
+  if (op.code != OpCode::kNop) runFastData<Reduce>(s, op.code, (op.flags & kOpReduces) != 0, inlineFastOp(s, op, operands));
+  if (op.flags & kOpSyncAfter) syncBlock();
+}
+
 // Runs block `block`'s ops for one call, then counts the call (the next one uses the next flag and
 // the other LL half). The count lives in memory that outlives the launch, so CUDA graph replays
 // advance it too.
@@ -179,6 +179,20 @@ LOOM_HOST_DEVICE void runBlock(const Program& program, uint32_t block, uint32_t 
     runOp<Reduce, kFast>(s, program.ops[i]);
   }
   syncBlock();  // every thread has read the count before it moves on
+  if (thread == 0) program.callCounts[block] = calls + 1;
+}
+
+// runBlock for a program that travels inline (inline_program.hpp): its ops come from `inlined`, and
+// only the call count from Program's memory.
+template <typename Reduce>
+LOOM_HOST_DEVICE void runInlineBlock(const Program& program, const InlineProgram& inlined, uint32_t block,
+                                     uint32_t thread, uint32_t threads) {
+  const uint64_t calls = program.callCounts[block];
+  const BlockState s{program, block, thread, threads, packetFlag(calls), (calls & 1) != 0};
+  for (uint32_t i = inlined.blockOps[block]; i < inlined.blockOps[block + 1]; ++i) {
+    runInlineOp<Reduce>(s, inlined.op[i], inlined.operand);
+  }
+  syncBlock();
   if (thread == 0) program.callCounts[block] = calls + 1;
 }
 
