@@ -20,13 +20,22 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
     : setUpWith_(everyRank) {
   const uint32_t rank = uint32_t(communicator.rank());
   ResolvedProgram resolved = resolve(resources.plan(), rank, messageBytes);
-  if (fastPathEnabled()) specialize(resolved);
+  threads_ = resources.plan().threadsPerBlock;
+  if (fastPathEnabled()) {
+    // The fast path: the program specialised, when every op of it specialises and it fits the inline
+    // kernel (its parameters, its block size), launched with as many threads as its data needs; any
+    // other program runs as resolved, in the generic kernel.
+    ResolvedProgram fast = resolved;
+    specialize(fast);
+    const uint32_t threads = launchThreads(fast, threads_);
+    InlineRecords records(fast);
+    if (!records.empty() && threads <= device::kMaxInlineThreads) {
+      resolved = std::move(fast);
+      threads_ = threads;
+      inline_.emplace(std::move(records));
+    }
+  }
   transfers_ = countTransfers(resolved);
-  // No generic data op: the fast kernel runs the program, with as many threads as its data needs.
-  const bool specialized = transfers_.generic == 0;
-  const uint32_t planThreads = resources.plan().threadsPerBlock;
-  threads_ = specialized ? launchThreads(resolved, planThreads) : planThreads;
-  if (specialized && threads_ <= device::kMaxInlineThreads) inline_.emplace(resolved);
   scratchBytes_ = resolved.scratchBytes;
   const TransportFlags transports = resources.transports();
   // Registrations refer to the user's memory, not a copy: nothing is copied per call.
@@ -44,7 +53,6 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
   program_.barriers = resources.barriers();
   program_.wait = communicator.deviceDiagnostics().waitContext();
   program_.blocks = resolved.blocks();
-  program_.specialized = specialized ? 1 : 0;
 }
 
 // Each rank sends its three registrations to every peer it has a channel to and receives theirs.

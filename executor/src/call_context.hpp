@@ -38,10 +38,10 @@ class CallContext {
   uint64_t scratchBytes() const { return scratchBytes_; }
   // How many of this context's data ops run specialised and how many generically.
   const TransferCounts& transfers() const { return transfers_; }
-  // Threads per block to launch with: the plan's, fewer for a specialised program with little data.
+  // Threads per block to launch with: the plan's, fewer for a fast-path program with little data.
   uint32_t threads() const { return threads_; }
   // Whether the program travels in the fast kernel's parameters (inline_records.hpp).
-  bool inlined() const { return inline_ && !inline_->empty(); }
+  bool inlined() const { return inline_.has_value(); }
   // The inline program of a call launched with `program` (its buffers and peer shifts set), or null.
   const device::InlineProgram* inlineProgram(const device::Program& program) {
     return inlined() ? &inline_->forCall(program, hostViews_.data()) : nullptr;
@@ -64,7 +64,7 @@ class CallContext {
   std::vector<RankBuffers> setUpWith_;  // every rank's buffers at setup (empty: not bound to them)
   std::shared_ptr<void> deviceData_;
   std::vector<device::ChannelView> hostViews_;  // the channel views, as uploaded
-  std::optional<InlineRecords> inline_;          // specialised programs only
+  std::optional<InlineRecords> inline_;          // the fast path's programs only
   device::Program program_{};
   uint64_t scratchBytes_ = 0;
   TransferCounts transfers_;

@@ -57,10 +57,8 @@ class CpuBackend final : public Backend {
             device::hostThreadBlock = int32_t(block);
             if (inlined != nullptr) {
               device::runInlineBlock<Reduce>(program, *inlined, block, 0, 1);
-            } else if (program.specialized) {
-              device::runBlock<Reduce, true>(program, block, 0, 1);
             } else {
-              device::runBlock<Reduce, false>(program, block, 0, 1);
+              device::runBlock<Reduce>(program, block, 0, 1);
             }
           } catch (...) {
             failures[block] = std::current_exception();

@@ -18,15 +18,14 @@
 namespace loom {
 namespace {
 
-// Three kernels per (data type, operator): the inline one for specialised programs small enough to
-// travel in its parameters, the fast one for the other programs whose data ops are all specialised
-// (Program::specialized), the generic one for the rest (interpreter.hpp, runData).
+// Two kernels per (data type, operator): the inline one for specialised programs, which travel in its
+// parameters (the fast path, specialize.hpp), and the interpreter of Program's tables for the rest.
 // One block per multiprocessor at most (maxResidentBlocks), so each thread may use 64 registers: without
 // the minimum of 1, nvcc sizes the kernel for two 1024-thread blocks per multiprocessor (32 registers)
 // and the fast handlers spill.
-template <typename Reduce, bool kFast>
-__global__ void __launch_bounds__(1024, 1) interpret(device::Program program) {
-  device::runBlock<Reduce, kFast>(program, blockIdx.x, threadIdx.x, blockDim.x);
+template <typename Reduce>
+__global__ void __launch_bounds__(1024, 1) interpret(const __grid_constant__ device::Program program) {
+  device::runBlock<Reduce>(program, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
 // The inline kernel: a specialised program that travels in its parameters (inline_program.hpp), in
@@ -34,7 +33,8 @@ __global__ void __launch_bounds__(1024, 1) interpret(device::Program program) {
 // read the records where they lie, in the parameter space, rather than from a per-thread copy.
 template <typename Reduce>
 __global__ void __launch_bounds__(device::kMaxInlineThreads, 1)
-    interpretInline(device::Program program, const __grid_constant__ device::InlineProgram inlined) {
+    interpretInline(const __grid_constant__ device::Program program,
+                    const __grid_constant__ device::InlineProgram inlined) {
   device::runInlineBlock<Reduce>(program, inlined, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
@@ -77,10 +77,8 @@ class GpuBackend final : public Backend {
       const auto cudaStream = static_cast<cudaStream_t>(stream);
       if (inlined != nullptr) {
         interpretInline<Reduce><<<program.blocks, threads, 0, cudaStream>>>(program, *inlined);
-      } else if (program.specialized) {
-        interpret<Reduce, true><<<program.blocks, threads, 0, cudaStream>>>(program);
       } else {
-        interpret<Reduce, false><<<program.blocks, threads, 0, cudaStream>>>(program);
+        interpret<Reduce><<<program.blocks, threads, 0, cudaStream>>>(program);
       }
     });
     const cudaError_t status = cudaGetLastError();
@@ -108,8 +106,7 @@ class GpuBackend final : public Backend {
         perMultiprocessor = std::min(perMultiprocessor, blocks);
       };
       perMultiprocessor = INT32_MAX;
-      fewer(reinterpret_cast<const void*>(interpret<Reduce, false>));
-      fewer(reinterpret_cast<const void*>(interpret<Reduce, true>));
+      fewer(reinterpret_cast<const void*>(interpret<Reduce>));
       if (threads <= device::kMaxInlineThreads) fewer(reinterpret_cast<const void*>(interpretInline<Reduce>));
     });
     int multiprocessors = 0;

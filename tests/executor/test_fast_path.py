@@ -2,8 +2,9 @@
 library plan at 2, 4 and 8 ranks and 2 x 2, in and out of place, every data type, odd sizes (short last
 chunks and a partial last unit), two calls in a row (both LL halves), on the CPU backend (the
 interpreter is the GPU's). The outputs must be equal bit for bit; LOOM_FAST_PATH=1 selects the fast
-path (the generic one is the default). Small specialised programs run from their inline records (the
-records the GPU's inline kernel takes in its parameters), the others from the program's tables."""
+path (the generic one is the default). The fast path runs a program whose every op specialises and which
+fits the inline kernel's parameters from its inline records, as the GPU does; any other program runs
+generically on both paths."""
 
 from __future__ import annotations
 
@@ -78,8 +79,10 @@ def _outputs(plan, calls: list[tuple[str, int, int]], generic: bool) -> list[lis
         if isinstance(results[rank], BaseException):
             raise results[rank]
     specialized = sum(results[rank][1] for rank in range(world))
-    assert specialized == 0 if generic else specialized > 0, "the fast path specialised nothing"
-    return [results[rank][0] for rank in range(world)], sum(results[rank][2] for rank in range(world))
+    inlined = sum(results[rank][2] for rank in range(world))
+    # The fast path takes a program whole or not at all: specialised ops run only in inline programs.
+    assert (specialized > 0) == (inlined > 0) and not (generic and inlined)
+    return [results[rank][0] for rank in range(world)], inlined
 
 
 @pytest.mark.parametrize("case", _cases(), ids=_case_id)
@@ -94,8 +97,7 @@ def test_fast_and_generic_paths_agree_bit_for_bit(case):
             seed = zlib.crc32(f"{_case_id(case)}-{dtype}-{units}".encode())
             calls += [(dtype, unit * units, seed + call) for call in range(CALLS)]
     fast, inlined = _outputs(plan, calls, generic=False)
-    generic, generic_inlined = _outputs(plan, calls, generic=True)
-    assert generic_inlined == 0
+    generic, _ = _outputs(plan, calls, generic=True)
     if name == "allreduce_allpairs_packet" and world <= 4:
         # Small enough for the kernel's parameters (loom/device/inline_program.hpp): the inline records ran.
         assert inlined > 0, "the LL one-shot all-reduce did not travel inline"

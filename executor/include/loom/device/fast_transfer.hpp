@@ -25,8 +25,8 @@
 namespace loom::device {
 
 // What a fast handler needs of one op, gathered once: operand addresses (this call's half of LL
-// scratch), which are packets, counts, and whether every plain operand is 16-byte aligned. Gathered from
-// Program's tables (gatherFastOp) or from the kernel's parameters (inlineFastOp, inline_program.hpp).
+// scratch), which are packets, counts, and whether every plain operand is 16-byte aligned; from the
+// kernel's parameters (inlineFastOp, inline_program.hpp).
 struct FastOp {
   uint8_t* src[kMaxFastOperands];
   uint8_t* dst[kMaxFastOperands];
@@ -46,25 +46,6 @@ LOOM_HOST_DEVICE void finishFastOp(FastOp& f) {
     if (i < f.destinations && !f.dstPacket[i]) addressBits |= reinterpret_cast<uintptr_t>(f.dst[i]);
   }
   f.aligned = addressBits % 16 == 0;
-}
-
-LOOM_HOST_DEVICE FastOp gatherFastOp(const BlockState& s, const Op& op) {
-  FastOp f;
-  const Operand* operands = s.program.operands + op.first;
-  f.sources = op.srcs;
-  f.destinations = op.dsts;
-  f.plainSources = op.srcs - op.packetSources;
-  f.inputDestinations = op.inputDestinations;
-  f.bytes = op.bytes;
-  f.planOp = int32_t(op.planOp);
-  LOOM_UNROLL
-  for (uint32_t i = 0; i < kMaxFastOperands; ++i) {
-    f.src[i] = i < f.sources ? operandAddress(s, operands[i]) : nullptr;
-    f.dst[i] = i < f.destinations ? operandAddress(s, operands[f.sources + i]) : nullptr;
-    f.dstPacket[i] = i < f.destinations && operands[f.sources + i].packet != 0;
-  }
-  finishFastOp(f);
-  return f;
 }
 
 LOOM_HOST_DEVICE FastOp inlineFastOp(const BlockState& s, const InlineOp& op, const InlineOperand* operands) {
@@ -94,8 +75,8 @@ LOOM_HOST_DEVICE FastOp inlineFastOp(const BlockState& s, const InlineOp& op, co
 // and written to destinations [dstBegin, dstEnd). Out of line and not unrolled: it is the cold path
 // (a message's last unit, or operands a user's buffer leaves unaligned).
 template <typename Units>
-LOOM_HOST_DEVICE_COLD void fastUnitsByParts(const BlockState& s, const FastOp& f, uint64_t begin, uint32_t sources,
-                                            uint32_t dstBegin, uint32_t dstEnd) {
+LOOM_HOST_DEVICE_COLD void fastUnitsByPartsCold(const BlockState& s, const FastOp& f, uint64_t begin, uint32_t sources,
+                                                uint32_t dstBegin, uint32_t dstEnd) {
   const uint64_t units = (f.bytes + 15) / 16;
   for (uint64_t unit = begin + s.thread; unit < units; unit += s.threads) {
     const uint64_t bytes = unit + 1 < units || f.bytes % 16 == 0 ? 16 : f.bytes % 16;
@@ -109,6 +90,14 @@ LOOM_HOST_DEVICE_COLD void fastUnitsByParts(const BlockState& s, const FastOp& f
     const Vec16 result = Units::finish(acc);
     for (uint32_t i = dstBegin; i < dstEnd; ++i) io(f.dst[i], f.dstPacket[i]).store(unit, bytes, result, s);
   }
+}
+
+// Calls the cold path only for a thread that has a unit there: a call passes the op and the block state
+// by reference, so each thread that makes it first stores them to its stack (hundreds of bytes).
+template <typename Units>
+LOOM_HOST_DEVICE void fastUnitsByParts(const BlockState& s, const FastOp& f, uint64_t begin, uint32_t sources,
+                                       uint32_t dstBegin, uint32_t dstEnd) {
+  if (begin + s.thread < (f.bytes + 15) / 16) fastUnitsByPartsCold<Units>(s, f, begin, sources, dstBegin, dstEnd);
 }
 
 // Packet sources are read this many at a time before any of them is waited for: the polls of two peers

@@ -110,20 +110,9 @@ LOOM_HOST_DEVICE void runSemAcquire(const BlockState& s, const Op& op) {
   }
 }
 
-// A data op. `kFast`: the program's data ops are all specialised (Program::specialized), and the
-// kernel carries the fast handlers and none of the generic one; otherwise the generic handler runs
-// every data op, specialised or not, and the kernel carries none of the fast ones. Keeping the two
-// apart keeps each kernel's registers and stack to what its own handlers need.
-template <typename Reduce, bool kFast>
-LOOM_HOST_DEVICE void runData(const BlockState& s, const Op& op) {
-  if constexpr (!kFast) {
-    runTransfer<Reduce>(s, op);
-  } else {
-    runFastData<Reduce>(s, op.code, (op.flags & kOpReduces) != 0, gatherFastOp(s, op));
-  }
-}
-
-template <typename Reduce, bool kFast>
+// An op of Program's tables. Specialised programs run inline (runInlineBlock), so every data op here
+// is a generic kTransfer; the specialised codes never reach this kernel.
+template <typename Reduce>
 LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
   if (op.flags & kOpSyncBefore) syncBlock();
   switch (op.code) {
@@ -131,7 +120,7 @@ LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
     case OpCode::kCopy:
     case OpCode::kFastTransfer:
     case OpCode::kOneShot:
-      runData<Reduce, kFast>(s, op);
+      runTransfer<Reduce>(s, op);
       break;
     case OpCode::kPortPut:
       runPortPut(s, op);
@@ -171,12 +160,12 @@ LOOM_HOST_DEVICE void runInlineOp(const BlockState& s, const InlineOp& op, const
 // Runs block `block`'s ops for one call, then counts the call (the next one uses the next flag and
 // the other LL half). The count lives in memory that outlives the launch, so CUDA graph replays
 // advance it too.
-template <typename Reduce, bool kFast>
+template <typename Reduce>
 LOOM_HOST_DEVICE void runBlock(const Program& program, uint32_t block, uint32_t thread, uint32_t threads) {
   const uint64_t calls = program.callCounts[block];
   const BlockState s{program, block, thread, threads, packetFlag(calls), (calls & 1) != 0};
   for (uint32_t i = program.blockOps[block]; i < program.blockOps[block + 1]; ++i) {
-    runOp<Reduce, kFast>(s, program.ops[i]);
+    runOp<Reduce>(s, program.ops[i]);
   }
   syncBlock();  // every thread has read the count before it moves on
   if (thread == 0) program.callCounts[block] = calls + 1;

@@ -107,7 +107,6 @@ struct Program {
   uint64_t* barriers;       // arrivals per barrier
   WaitContext wait;         // rank, diagnostics record, timeout
   uint32_t blocks;
-  uint32_t specialized;                     // 1: every data op has a specialised handler, and the fast kernel runs it
   int64_t peerShifts[kMaxShiftedPeers][2];  // bytes added to a peer's mapped input, output this call
 };
 
