@@ -154,7 +154,7 @@ def main() -> int:
             "torch": torch.__version__,
             "nccl": ".".join(map(str, torch.cuda.nccl.version())),
             "cuda": torch.version.cuda,
-            "fast_path": os.environ.get("LOOM_FAST_PATH", "0"),  # which interpreter kernel ran (docs/executor.md)
+            "fast_path": os.environ.get("LOOM_FAST_PATH", "1"),  # which interpreter kernel ran (docs/executor.md)
             "date": datetime.date.today().isoformat(),
         }
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

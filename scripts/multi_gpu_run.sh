@@ -7,7 +7,7 @@
 #
 #   scripts/multi_gpu_run.sh check   # every GPU check at 2 and 4 ranks (executor), 3 to 16 sharing GPU 0 (shared)
 #   scripts/multi_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB
-#   scripts/multi_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; fast path too), demo
+#   scripts/multi_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; generic path too), demo
 #   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
@@ -68,7 +68,8 @@ case $stage in
     step bench_graph 170 "${launch[@]}" --mode graph --out "$out/bench_graph.json"
     step bench_eager-reused 120 "${launch[@]}" --mode eager-reused --out "$out/bench_eager-reused.json"
     step bench_eager-fresh 120 "${launch[@]}" --mode eager-fresh --out "$out/bench_eager-fresh.json"
-    LOOM_FAST_PATH=1 step bench_graph_fast 120 "${launch[@]}" --mode graph --out "$out/bench_graph_fast.json"
+    LOOM_FAST_PATH=0 step bench_graph_generic 120 "${launch[@]}" --mode graph --max-bytes 1048576 \
+      --out "$out/bench_graph_generic.json"
     step demo 60 python3 -m loom demo
     ;;
   fast)
@@ -80,13 +81,13 @@ case $stage in
     tuned_plans
     small=(python3 -m loom.launch -n "$gpus" --timeout 100 bench/collective_bench.py --plans build-gpu/tuned_plans
       --max-bytes 1048576 --mode graph)
-    step bench_small_generic 100 "${small[@]}" --out "$out/bench_small_generic.json"
+    LOOM_FAST_PATH=0 step bench_small_generic 100 "${small[@]}" --out "$out/bench_small_generic.json"
     LOOM_FAST_PATH=1 step bench_small_fast 100 "${small[@]}" --out "$out/bench_small_fast.json"
     ;;
   profile)
     tuned_plans
     for size in 1024 65536; do
-      WORLD_SIZE=$gpus step "profile_generic_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans "allreduce_allpairs_packet_${gpus}r" \
+      LOOM_FAST_PATH=0 WORLD_SIZE=$gpus step "profile_generic_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans "allreduce_allpairs_packet_${gpus}r" \
         "$size" "$out/profile_generic_$size.csv"
       LOOM_FAST_PATH=1 WORLD_SIZE=$gpus step "profile_fast_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans \
         "allreduce_allpairs_packet_${gpus}r" "$size" "$out/profile_fast_$size.csv"

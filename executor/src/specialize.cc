@@ -142,7 +142,7 @@ uint32_t launchThreads(const ResolvedProgram& program, uint32_t planThreads) {
 
 bool fastPathEnabled() {
   const std::optional<std::string> value = processEnvironment("LOOM_FAST_PATH");
-  return value && parseBoolean(*value, "LOOM_FAST_PATH");
+  return !value || parseBoolean(*value, "LOOM_FAST_PATH");
 }
 
 }  // namespace loom

@@ -3,9 +3,9 @@
 // The fast path, decided at resolution: the transfers of a resolved program whose shape has a
 // specialised handler are marked for it (loom/device/fast_transfer.hpp); everything else stays a
 // generic kTransfer. The handlers compute what the generic one does, bit for bit, so this changes
-// speed only. It runs only with LOOM_FAST_PATH=1 (a strict boolean): on 2 H100s the fast kernel was
-// slower than the generic one for every all-reduce timed both ways (docs/perf/executor.md), so the
-// generic path is the default until it is not; tests compare the two paths on the same plan.
+// speed only. A program whose every op specialises, and which fits, runs from inline records in the
+// kernel's parameters (inline_records.hpp); the others run generically. On by default; LOOM_FAST_PATH=0
+// (a strict boolean) runs every program generically, so tests compare the two paths on the same plan.
 
 #include "resolve.hpp"
 
@@ -29,8 +29,8 @@ TransferCounts countTransfers(const ResolvedProgram& program);
 // their work over whatever threads there are, so the result is the same.
 uint32_t launchThreads(const ResolvedProgram& program, uint32_t planThreads);
 
-// Whether LOOM_FAST_PATH asks for the fast path; a value that is not a boolean is an error naming the
-// variable.
+// Whether the fast path runs: unless LOOM_FAST_PATH is false; a value that is not a boolean is an error
+// naming the variable.
 bool fastPathEnabled();
 
 }  // namespace loom

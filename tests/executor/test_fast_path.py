@@ -1,8 +1,8 @@
 """The fast path (specialised transfers, executor/src/specialize.cc) against the generic one: every
 library plan at 2, 4 and 8 ranks and 2 x 2, in and out of place, every data type, odd sizes (short last
 chunks and a partial last unit), two calls in a row (both LL halves), on the CPU backend (the
-interpreter is the GPU's). The outputs must be equal bit for bit; LOOM_FAST_PATH=1 selects the fast
-path (the generic one is the default). The fast path runs a program whose every op specialises and which
+interpreter is the GPU's). The outputs must be equal bit for bit; LOOM_FAST_PATH=0 selects the generic
+path (the fast one is the default). The fast path runs a program whose every op specialises and which
 fits the inline kernel's parameters from its inline records, as the GPU does; any other program runs
 generically on both paths."""
 

@@ -3,14 +3,14 @@
 // The specialised data handlers, which resolution picks for the common shapes of a transfer
 // (executor/src/specialize.cc): kFastTransfer (a put to a few peers, packets to a few peers, a
 // reduction of up to 8 sources, the packet reduction of LL all-reduces) and kOneShot (a packet put
-// and the packet reduction of the same chunk, fused). Against the generic handler (transfer.hpp) they
+// and the packet reduction of the same chunk, fused), plus kCopy. They run in the inline kernel, from
+// records in its parameters (inline_program.hpp). Against the generic handler (transfer.hpp) they
 // gather an op's operands once into arrays the compiler keeps in registers (loops unrolled to
 // kMaxFastOperands, no 72-entry operand array), decide alignment once per op instead of per unit,
 // and read the packet sources of a unit, two at a time, before they wait for any of them, so the
-// polls of several peers overlap. They never call the generic handler, so a kernel of fast ops alone
-// (interpreter.hpp, runBlock<Reduce, true>) carries none of the generic path. The arithmetic is the
-// generic handler's, in the same order: results are bit for bit the same (the fast path runs only
-// with LOOM_FAST_PATH=1; without it every transfer is generic, to compare).
+// polls of several peers overlap. They never call the generic handler, so the inline kernel carries
+// none of the generic path. The arithmetic is the generic handler's, in the same order: results are
+// bit for bit the same (LOOM_FAST_PATH chooses the path, so tests compare the two).
 
 #include <cstdint>
 
