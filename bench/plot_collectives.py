@@ -1,12 +1,13 @@
 """Plot bench/collective_bench.py results: bus bandwidth and latency of Loom and NCCL per collective.
 
 python bench/plot_collectives.py docs/perf/data/executor_2xh200_instances1.json docs/perf/executor.png
+python bench/plot_collectives.py FAST.json OUT.png --generic GENERIC.json   # adds the generic path's Loom line
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 
 import matplotlib
 
@@ -14,8 +15,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def main(source: str, target: str) -> None:
+def main(source: str, target: str, generic: str | None = None) -> None:
     data = json.load(open(source))
+    generic_rows = json.load(open(generic))["rows"] if generic else []
     collectives = sorted({row["collective"] for row in data["rows"]})
     figure, axes = plt.subplots(2, len(collectives), figsize=(5 * len(collectives), 8), squeeze=False)
     for column, collective in enumerate(collectives):
@@ -25,6 +27,10 @@ def main(source: str, target: str) -> None:
             present = [(row["bytes"], row) for row in rows if f"{who}_us" in row]
             axes[0][column].plot([s for s, _ in present], [r[f"{who}_busbw_gbs"] for _, r in present], style, label=who)
             axes[1][column].plot([s for s, _ in present], [r[f"{who}_us"] for _, r in present], style, label=who)
+        other = [row for row in generic_rows if row["collective"] == collective]
+        if other:  # the same run with LOOM_FAST_PATH=0
+            axes[0][column].plot([r["bytes"] for r in other], [r["loom_busbw_gbs"] for r in other], "^--", label="loom generic")
+            axes[1][column].plot([r["bytes"] for r in other], [r["loom_us"] for r in other], "^--", label="loom generic")
         for row_index, label in ((0, "bus bandwidth (GB/s)"), (1, "latency (us)")):
             axis = axes[row_index][column]
             axis.set_xscale("log", base=2)
@@ -43,4 +49,9 @@ def main(source: str, target: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("source", help="collective_bench.py --out JSON")
+    parser.add_argument("target", help="PNG to write")
+    parser.add_argument("--generic", help="a run of the same sizes with LOOM_FAST_PATH=0, drawn beside")
+    arguments = parser.parse_args()
+    main(arguments.source, arguments.target, arguments.generic)
