@@ -29,8 +29,12 @@ def main(source: str, target: str, generic: str | None = None) -> None:
             axes[1][column].plot([s for s, _ in present], [r[f"{who}_us"] for _, r in present], style, label=who)
         other = [row for row in generic_rows if row["collective"] == collective]
         if other:  # the same run with LOOM_FAST_PATH=0
-            axes[0][column].plot([r["bytes"] for r in other], [r["loom_busbw_gbs"] for r in other], "^--", label="loom generic")
-            axes[1][column].plot([r["bytes"] for r in other], [r["loom_us"] for r in other], "^--", label="loom generic")
+            axes[0][column].plot(
+                [r["bytes"] for r in other], [r["loom_busbw_gbs"] for r in other], "^--", label="loom generic"
+            )
+            axes[1][column].plot(
+                [r["bytes"] for r in other], [r["loom_us"] for r in other], "^--", label="loom generic"
+            )
         for row_index, label in ((0, "bus bandwidth (GB/s)"), (1, "latency (us)")):
             axis = axes[row_index][column]
             axis.set_xscale("log", base=2)

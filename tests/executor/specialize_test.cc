@@ -224,9 +224,9 @@ TEST(SpecializeTest, ASmallProgramLaunchesAThreadPerUnitInWholeWarps) {
   EXPECT_EQ(launchThreads(syncOnly, 1024), 32u);  // a warp at least
 }
 
-TEST(SpecializeTest, LoomFastPathIsAStrictBooleanAndOffByDefault) {
+TEST(SpecializeTest, LoomFastPathIsAStrictBooleanAndOnByDefault) {
   unsetenv("LOOM_FAST_PATH");
-  EXPECT_FALSE(fastPathEnabled());
+  EXPECT_TRUE(fastPathEnabled());
   setenv("LOOM_FAST_PATH", "1", 1);
   EXPECT_TRUE(fastPathEnabled());
   setenv("LOOM_FAST_PATH", "0", 1);
