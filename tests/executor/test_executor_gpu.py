@@ -112,9 +112,13 @@ def test_every_bundled_2_gpu_plan_matches_float64_reference(tmp_path):
 
 @pytest.mark.gpu
 def test_fast_and_generic_paths_agree_bit_for_bit_on_2_gpus(tmp_path):
-    plans = _library_plans(2, tmp_path)
+    (tmp_path / "plans").mkdir()
+    plans = _library_plans(2, tmp_path / "plans")
+    # The bundled plans too: their instance counts make a 256 KiB LL all-reduce give each thread several
+    # units of the one-shot (sends first, then the reduction), which the library plans' shapes never do.
+    bundled_plans(2, plans)
     check = [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans)]
-    check += ["--sizes", "1000,4100,65552,1048592"]
+    check += ["--sizes", "1000,4100,65552,262160,1048592"]
     fast = _launch(2, [*check, "--digests", str(tmp_path / "fast")], LOOM_FAST_PATH="1")
     generic = _launch(2, [*check, "--digests", str(tmp_path / "generic")], LOOM_FAST_PATH="0")
     assert "'specialized_transfers': 0" not in fast and "'generic_transfers': 0" not in generic
