@@ -1,5 +1,6 @@
 """Loom's plans beside NCCL (torch.distributed, backend "nccl") in the same run: latency and bus
-bandwidth of all-reduce, all-gather and reduce-scatter. One process per GPU:
+bandwidth of all-reduce, all-gather and reduce-scatter (and all-to-all, with --collectives). One process
+per GPU:
 
     python -m loom.launch -n 2 bench/collective_bench.py --plans DIR --out results.json [--mode MODE]
 
@@ -51,6 +52,7 @@ def arguments() -> argparse.Namespace:
 
 
 MODES = ("graph", "eager-reused", "eager-fresh")
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 
 def timer(mode: str):
@@ -103,6 +105,8 @@ def main() -> int:
             count = size // 4
             data = torch.randn(count, device="cuda") * (rank + 1)
             out_count = {"allgather": count * world, "reducescatter": count // world}.get(collective, count)
+            if collective not in COLLECTIVES:
+                raise SystemExit(f"--collectives: {collective!r} is not one of {', '.join(COLLECTIVES)}")
             loom_out = torch.zeros(out_count, device="cuda")
             nccl_out = torch.zeros(out_count, device="cuda")
             fresh = args.mode == "eager-fresh"
@@ -113,6 +117,9 @@ def main() -> int:
             if collective == "allreduce":
                 nccl = lambda: (nccl_out.copy_(data), dist.all_reduce(nccl_out))  # noqa: E731
                 nccl_only = lambda: dist.all_reduce(output())  # noqa: E731
+            elif collective == "alltoall":
+                nccl = lambda: dist.all_to_all_single(nccl_out, data)  # noqa: E731
+                nccl_only = lambda: dist.all_to_all_single(output(), data)  # noqa: E731
             elif collective == "allgather":
                 nccl = lambda: dist.all_gather_into_tensor(nccl_out, data)  # noqa: E731
                 nccl_only = lambda: dist.all_gather_into_tensor(output(), data)  # noqa: E731

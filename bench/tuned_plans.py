@@ -1,7 +1,8 @@
 """Compile the plan set the benchmark runs: for each collective, one plan per message-size range, with
-the algorithm, instance count and block size that were fastest there on 2 x H200 (the table is
-loom.algorithms.tuned_sizes.TABLE, shared with the bundled default plans). Ranges do not overlap, so
-the benchmark's choice (the narrowest range that fits) is exactly this table.
+the algorithm, instance count and block size of the world size's tuned table
+(loom.algorithms.tuned_sizes.table_for: measured on that many GPUs, or the 2-rank table scaled; shared
+with the bundled default plans), and the all-to-all. Ranges do not overlap, so the benchmark's choice
+(the narrowest range that fits) is exactly this table.
 
     python bench/tuned_plans.py --world-size 2 --out build/tuned_plans
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from loom.algorithms.tuned_sizes import TABLE
+from loom.algorithms.tuned_sizes import table_for
 from loom.plan_compiler import compile_algorithm
 
 
@@ -22,7 +23,7 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for algorithm, low, high, instances, threads in TABLE:
+    for algorithm, low, high, instances, threads in table_for(args.world_size):
         name = f"{algorithm}_{args.world_size}r_{low}_{high}"
         text = compile_algorithm(
             algorithm,
@@ -35,6 +36,10 @@ def main() -> None:
         )
         (out / f"{name}.json").write_text(text)
         print(f"{name}: {instances} instances x {threads} threads")
+    # All-to-all has one algorithm and one plan for every size, as in the bundled set.
+    name = f"alltoall_fullmesh_{args.world_size}r"
+    (out / f"{name}.json").write_text(compile_algorithm("alltoall_fullmesh", args.world_size, plan_name=name))
+    print(f"{name}: 1 instance x 1024 threads")
 
 
 if __name__ == "__main__":

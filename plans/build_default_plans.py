@@ -5,7 +5,8 @@
 
 The set: one node of 2, 4 and 8 ranks and two nodes of 2, 4 and 8 ranks each, out of place and in
 place. All-reduce, all-gather and reduce-scatter get one plan per message-size range of the tuned
-table (loom.algorithms.tuned_sizes); all-to-all, broadcast (root 0) and send/recv get one plan for
+table of that world size (loom.algorithms.tuned_sizes; the 2-rank one, scaled, where a world size has
+none of its own); all-to-all, broadcast (root 0) and send/recv get one plan for
 every size. Each plan is verified as it compiles (compile_algorithm's default). `loom install-plans`
 copies the folder into <cache root>/default, where the executor's plan registry loads it.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loom.algorithms import ALGORITHMS, GiB, KiB
-from loom.algorithms.tuned_sizes import TABLE
+from loom.algorithms.tuned_sizes import scaled, table_for
 from loom.plan_compiler import compile_algorithm
 
 PLANS_DIR = Path(__file__).resolve().parent / "default"
@@ -70,27 +71,12 @@ class DefaultPlan:
         return f"{self.name}.json"
 
 
-# How much fewer instances than TABLE's to compile for a world size. Untuned: TABLE was measured on
-# 2 ranks (TUNED_WORLD_SIZE). A plan's size grows with instances x world_size x ops per rank (and ops per
-# rank grow with world_size), so the counts come down fast enough to keep plans/default near 10 MB,
-# while the bandwidth plans keep several thread blocks per rank (a full-mesh instance has
-# world_size - 1 of them).
-INSTANCE_DIVISORS = {2: 1, 4: 4, 8: 8, 16: 32}
-
-
-def scaled_instances(tuned: int, world_size: int) -> int:
-    """Instances for ``world_size`` ranks from a count tuned on 2 ranks."""
-    return max(1, tuned // INSTANCE_DIVISORS[world_size])
-
-
 def default_plans() -> list[DefaultPlan]:
     """Every plan of the bundled set, in a fixed order."""
     plans: list[DefaultPlan] = []
     for world_size, ranks_per_node in SHAPES:
-        table = TABLE if world_size == ranks_per_node else TWO_NODE_TABLE
-        rows = [
-            (name, low, high, scaled_instances(count, world_size), threads) for name, low, high, count, threads in table
-        ]
+        one_node = world_size == ranks_per_node
+        rows = table_for(world_size) if one_node else scaled(TWO_NODE_TABLE, world_size)
         for name in WHOLE_RANGE:
             algorithm = ALGORITHMS[name]
             rows.append((name, algorithm.min_message_bytes, algorithm.max_message_bytes, 1, 1024))

@@ -11,11 +11,12 @@
 #   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
+#   scripts/multi_gpu_run.sh tune        # bench/tune_plans.py: candidates timed at every size, the table they pick
 #
 # Several stages run in one call in the order given (check is executor and shared; each builds first).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
-[ $# -gt 0 ] || { echo "stages: check (executor, shared), nccl, bench, nccl-bench" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "stages: check (executor, shared), nccl, bench, nccl-bench, fast, tune, profile" >&2; exit 2; }
 # Everything the stages write goes to build-gpu/run and is packed into one archive in OUT at the end
 # (a device call brings back only a few files); build-gpu/run stays for a later look on the same host.
 dest=${OUT:-build-gpu/out}
@@ -65,6 +66,8 @@ case $stage in
   bench)
     tuned_plans
     launch=(python3 -m loom.launch -n "$gpus" --timeout 200 bench/collective_bench.py --plans build-gpu/tuned_plans)
+    # All-to-all too from 4 GPUs (issue 21); at 2 it is a plain exchange.
+    [ "$gpus" -ge 4 ] && launch+=(--collectives allreduce,allgather,reducescatter,alltoall)
     step bench_graph 170 "${launch[@]}" --mode graph --out "$out/bench_graph.json"
     step bench_eager-reused 120 "${launch[@]}" --mode eager-reused --out "$out/bench_eager-reused.json"
     step bench_eager-fresh 120 "${launch[@]}" --mode eager-fresh --out "$out/bench_eager-fresh.json"
@@ -83,6 +86,16 @@ case $stage in
       --max-bytes 1048576 --mode graph)
     LOOM_FAST_PATH=0 step bench_small_generic 100 "${small[@]}" --out "$out/bench_small_generic.json"
     LOOM_FAST_PATH=1 step bench_small_fast 100 "${small[@]}" --out "$out/bench_small_fast.json"
+    ;;
+  tune)
+    # bench/tune_plans.py's candidates for GPUS ranks, each timed by graph replay at every size it suits;
+    # `python bench/tune_plans.py pick candidates_<n>r.json --write` then stores the table they choose.
+    python3 bench/tune_plans.py candidates --world-size "$gpus" --out build-gpu/candidates >"$out/candidates.log" 2>&1 ||
+      status=1
+    step tune_bench 420 python3 -m loom.launch -n "$gpus" --timeout 400 bench/collective_bench.py \
+      --plans build-gpu/candidates --every-plan --calls-per-graph 10 --repeats 5 --out "$out/candidates_${gpus}r.json" \
+      --sizes 1024,4096,16384,65536,262144,1048576,4194304,16777216,67108864,268435456,1073741824
+    python3 bench/tune_plans.py pick "$out/candidates_${gpus}r.json" >"$out/table_${gpus}r.txt" 2>&1 || status=1
     ;;
   profile)
     tuned_plans

@@ -14,6 +14,7 @@ BUS_FACTOR: dict[str, Callable[[int], float]] = {
     "allreduce": lambda n: 2 * (n - 1) / n,
     "allgather": lambda n: (n - 1) / n,
     "reducescatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
 }
 
 

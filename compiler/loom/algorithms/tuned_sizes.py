@@ -1,31 +1,64 @@
 """Which library algorithm to run at which message size, for all-reduce, all-gather and reduce-scatter.
 
-For each collective, one row per message-size range, with the algorithm, instance count and block
-size that were fastest there on 2 x H200 (an --every-plan run of bench/collective_bench.py over
-candidates; docs/perf/executor.md). Ranges of one collective do not overlap and cover 0 to 1 GiB, so
-a selector that takes the narrowest fitting range picks exactly this table.
+Per world size (ranks on one node) a table measured on GPUs, stored in tuned_sizes.json: for each
+collective, one row per message-size range, with the algorithm, instance count and block size that
+were fastest there in an --every-plan run of bench/collective_bench.py over candidates
+(bench/tune_plans.py picks them and writes the file; docs/perf/executor.md). Ranges of one collective
+do not overlap and cover 0 to 1 GiB, so a selector that takes the narrowest fitting range picks
+exactly the table.
 
-bench/tuned_plans.py compiles it for the benchmark; plans/build_default_plans.py builds the bundled
-default plans from it (scaling the instance counts for more ranks, untuned).
+bench/tuned_plans.py compiles a table for the benchmark; plans/build_default_plans.py builds the
+bundled default plans from them (for a world size without a table of its own, from the 2-rank one,
+with scaled instance counts, untuned).
 """
 
 from __future__ import annotations
 
-from loom.algorithms import GiB, KiB, MiB
+import json
+from pathlib import Path
 
-TUNED_WORLD_SIZE = 2  # the table was measured with this many ranks on one node
+TABLE_FILE = Path(__file__).with_name("tuned_sizes.json")
 
 # (algorithm, smallest bytes, largest bytes, instances, threads per block)
-TABLE: list[tuple[str, int, int, int, int]] = [
-    ("allreduce_allpairs_packet", 0, 32 * KiB, 4, 512),
-    ("allreduce_allpairs_packet", 32 * KiB + 1, 512 * KiB, 8, 512),
-    ("allreduce_rs_ag", 512 * KiB + 1, 64 * MiB, 64, 1024),
-    ("allreduce_rs_ag_pipelined", 64 * MiB + 1, GiB, 64, 1024),
-    ("allgather_fullmesh_packet", 0, 128 * KiB, 8, 512),
-    ("allgather_fullmesh", 128 * KiB + 1, GiB, 64, 1024),
-    ("reducescatter_fullmesh_packet", 0, 8 * KiB, 1, 256),
-    ("reducescatter_fullmesh_packet", 8 * KiB + 1, 512 * KiB, 8, 512),
-    ("reducescatter_read", 512 * KiB + 1, GiB, 64, 1024),
-]
+Row = tuple[str, int, int, int, int]
 
-__all__ = ["TABLE", "TUNED_WORLD_SIZE"]
+
+def measured_tables() -> dict[int, list[Row]]:
+    """{world size: its table} for every world size measured so far."""
+    tables = json.loads(TABLE_FILE.read_text())
+    return {int(world): [tuple(row) for row in entry["rows"]] for world, entry in tables.items()}
+
+
+TUNED_WORLD_SIZE = 2  # the table every world size falls back to
+TABLE: list[Row] = measured_tables()[TUNED_WORLD_SIZE]
+
+# How much fewer instances than a 2-rank table's to run at a world size without a table of its own.
+# A plan's size grows with instances x world_size x ops per rank (and ops per rank grow with
+# world_size), so the counts come down fast enough to keep the bundled plans near 10 MB, while the
+# bandwidth plans keep several thread blocks per rank (a full-mesh instance has world_size - 1).
+INSTANCE_DIVISORS = {2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 8, 16: 32}
+
+
+def scaled(rows: list[Row], world_size: int) -> list[Row]:
+    """Rows written for 2 ranks, with the instance counts scaled down for ``world_size`` (untuned)."""
+    return [
+        (name, low, high, max(1, count // INSTANCE_DIVISORS[world_size]), threads)
+        for name, low, high, count, threads in rows
+    ]
+
+
+def table_for(world_size: int) -> list[Row]:
+    """The rows to run on one node of ``world_size`` ranks: its measured table, or the 2-rank one scaled."""
+    return measured_tables().get(world_size) or scaled(TABLE, world_size)
+
+
+__all__ = [
+    "INSTANCE_DIVISORS",
+    "TABLE",
+    "TABLE_FILE",
+    "TUNED_WORLD_SIZE",
+    "Row",
+    "measured_tables",
+    "scaled",
+    "table_for",
+]

@@ -1,0 +1,186 @@
+"""Tune the size table of one world size from measurements: which algorithm, instance count and block size
+to run at which message size (loom.algorithms.tuned_sizes). Three steps, the middle one on the GPUs:
+
+    python bench/tune_plans.py candidates --world-size 4 --out build/candidates
+    python -m loom.launch -n 4 bench/collective_bench.py --plans build/candidates --every-plan --out cand.json
+    python bench/tune_plans.py pick cand.json --write     # the fastest candidate per size, as size ranges
+
+``candidates`` compiles a grid of candidate plans (one node, out of place; each named
+``<algorithm>_<n>r_i<instances>_t<threads>``, over the sizes its kind suits). ``pick`` takes the
+fastest candidate at each measured size (graph replay), merges neighbouring sizes with the same winner
+into a range, puts each boundary halfway (in log scale) between two measured sizes, and prints the
+rows; ``--write`` stores them, with the device and date, as that world size's table in
+compiler/loom/algorithms/tuned_sizes.json, which bench/tuned_plans.py and the bundled default plans
+(plans/build_default_plans.py) then use. ``scripts/multi_gpu_run.sh tune`` runs all three.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from loom.algorithms import ALGORITHMS, GiB, KiB, MiB
+from loom.algorithms.tuned_sizes import INSTANCE_DIVISORS, TABLE_FILE, Row
+
+# The grid, per algorithm: instance counts for 2 ranks (divided for more by INSTANCE_DIVISORS, as the
+# bundled plans' are, so plans stay small), threads per block, and the message sizes worth timing it at.
+GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
+    "allreduce_allpairs_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
+    "allreduce_twoshot_packet": ((8, 16), (512,), 0, 4 * MiB),
+    "allreduce_rs_ag": ((16, 32, 64), (1024,), 64 * KiB, GiB),
+    "allreduce_rs_ag_pipelined": ((32, 64), (1024,), 16 * MiB, GiB),
+    "allreduce_zero_copy": ((16, 64), (1024,), 64 * KiB, GiB),
+    "allgather_fullmesh_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
+    "allgather_fullmesh": ((8, 16, 32, 64), (1024,), 16 * KiB, GiB),
+    "reducescatter_fullmesh_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
+    "reducescatter_read": ((8, 16, 32, 64), (1024,), 64 * KiB, GiB),
+    "reducescatter_fullmesh": ((16, 64), (1024,), 64 * KiB, GiB),
+}
+
+
+def candidate_grid(world_size: int) -> list[tuple[str, int, int, int, int]]:
+    """(algorithm, instances, threads, smallest bytes, largest bytes) of every candidate for one node."""
+    divisor = INSTANCE_DIVISORS[world_size]
+    grid = []
+    for name, (counts, threads, _, _) in GRID.items():
+        if world_size not in ALGORITHMS[name].world_sizes:
+            continue
+        low, high = _size_range(candidate_name(world_size, name, 1, threads[0]))
+        for instances in sorted({max(1, count // divisor) for count in counts}):
+            for thread_count in threads:
+                grid.append((name, instances, thread_count, low, high))
+    return grid
+
+
+def candidate_name(world_size: int, algorithm: str, instances: int, threads: int) -> str:
+    return f"{algorithm}_{world_size}r_i{instances}_t{threads}"
+
+
+def parse_candidate_name(name: str) -> tuple[str, int, int]:
+    """(algorithm, instances, threads) of a candidate_name()."""
+    head, instances, threads = name.rsplit("_", 2)
+    return head.rsplit("_", 1)[0], int(instances[1:]), int(threads[1:])
+
+
+def _compile(world_size: int, candidate: tuple[str, int, int, int, int]) -> tuple[str, str]:
+    from loom.plan_compiler import compile_algorithm
+
+    algorithm, instances, threads, low, high = candidate
+    name = candidate_name(world_size, algorithm, instances, threads)
+    text = compile_algorithm(
+        algorithm,
+        world_size,
+        instances=instances,
+        plan_name=name,
+        min_message_size=low,
+        max_message_size=high,
+        num_threads_per_block=threads,
+        verify=False,  # the grid's algorithms are the verified library's; timing checks results against NCCL
+    )
+    return name, text
+
+
+def write_candidates(world_size: int, out: Path, jobs: int | None = None) -> list[str]:
+    out.mkdir(parents=True, exist_ok=True)
+    grid = candidate_grid(world_size)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        compiled = list(pool.map(_compile, [world_size] * len(grid), grid))
+    for name, text in compiled:
+        (out / f"{name}.json").write_text(text)
+    return [name for name, _ in compiled]
+
+
+def _boundary(smaller: int, larger: int) -> int:
+    """The last byte count of the smaller size's range: halfway between the two sizes in log scale."""
+    return int(round(math.sqrt(smaller * larger)))
+
+
+def pick(rows: list[dict], world_size: int) -> list[Row]:
+    """The table rows (algorithm, smallest bytes, largest bytes, instances, threads) the measurements
+    choose: per collective, the fastest candidate at each measured size, neighbouring sizes with the same
+    winner merged, ranges covering 0 to 1 GiB. Results that differ from NCCL's are never chosen."""
+    table: list[Row] = []
+    for collective in sorted({row["collective"] for row in rows}):
+        best: dict[int, dict] = {}
+        for row in rows:
+            if row["collective"] != collective or "loom_us" not in row:
+                continue
+            if row.get("max_relative_difference", 0.0) > 1e-5:
+                continue
+            size = row["bytes"]
+            if size not in best or row["loom_us"] < best[size]["loom_us"]:
+                best[size] = row
+        sizes = sorted(best)
+        runs: list[tuple[str, int, int]] = []  # (plan, first measured size, last measured size)
+        for size in sizes:
+            plan = best[size]["plan"]
+            if runs and runs[-1][0] == plan:
+                runs[-1] = (plan, runs[-1][1], size)
+            else:
+                runs.append((plan, size, size))
+        # Where each run ends: halfway to the next, but within both winners' size ranges.
+        ends = []
+        for (plan, _, last), (following, first, _) in zip(runs, runs[1:], strict=False):
+            end = min(_boundary(last, first), _size_range(plan)[1], first - 1)
+            ends.append(max(end, last, _size_range(following)[0] - 1))
+        for index, (plan, _, _) in enumerate(runs):
+            low = 0 if index == 0 else ends[index - 1] + 1
+            high = ends[index] if index < len(ends) else GiB
+            algorithm, instances, threads = parse_candidate_name(plan)
+            table.append((algorithm, low, high, instances, threads))
+    return table
+
+
+def _size_range(plan: str) -> tuple[int, int]:
+    """The sizes a candidate was compiled for (candidate_grid): its kind's, which may reach past the
+    algorithm's default range (a size range is a plan option, not a limit of the algorithm)."""
+    _, _, low, high = GRID[parse_candidate_name(plan)[0]]
+    return low, high
+
+
+def write_table(world_size: int, table: list[Row], meta: dict, path: Path = TABLE_FILE) -> None:
+    tables = json.loads(path.read_text()) if path.exists() else {}
+    tables[str(world_size)] = {
+        "device": meta.get("device", ""),
+        "nccl": meta.get("nccl", ""),
+        "date": meta.get("date", ""),
+        "fast_path": meta.get("fast_path", ""),
+        "rows": [list(row) for row in table],
+    }
+    path.write_text(json.dumps(dict(sorted(tables.items(), key=lambda item: int(item[0]))), indent=1) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    candidates = commands.add_parser("candidates", help="compile the candidate plans of one world size")
+    candidates.add_argument("--world-size", type=int, required=True)
+    candidates.add_argument("--out", type=Path, required=True)
+    chooser = commands.add_parser("pick", help="the table a collective_bench.py --every-plan run chooses")
+    chooser.add_argument("results", type=Path)
+    chooser.add_argument("--write", action="store_true", help="store it in " + str(TABLE_FILE))
+    args = parser.parse_args()
+    if args.command == "candidates":
+        names = write_candidates(args.world_size, args.out)
+        print(f"{len(names)} candidates in {args.out}")
+        return 0
+    data = json.loads(args.results.read_text())
+    if data["meta"].get("mode", "graph") != "graph":
+        print("pick: the table is chosen from graph-replay times (collective_bench.py --mode graph)", file=sys.stderr)
+        return 2
+    world_size = data["meta"]["world_size"]
+    table = pick(data["rows"], world_size)
+    for row in table:
+        print(json.dumps(list(row)))
+    if args.write:
+        write_table(world_size, table, data["meta"])
+        print(f"wrote the {world_size}-rank table to {TABLE_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""bench/tune_plans.py: the candidate grid, and the table a set of measurements chooses (pure Python; the
+measurements themselves need GPUs: scripts/multi_gpu_run.sh tune)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "compiler"))
+from loom.algorithms import ALGORITHMS, GiB, KiB, MiB  # noqa: E402
+from loom.algorithms.tuned_sizes import table_for  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("tune_plans", ROOT / "bench" / "tune_plans.py")
+tune_plans = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tune_plans)
+
+
+def _row(collective: str, size: int, plan: str, us: float, difference: float = 0.0) -> dict:
+    return {"collective": collective, "bytes": size, "plan": plan, "loom_us": us, "max_relative_difference": difference}
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_the_grid_covers_every_collective_and_size_with_candidates_the_world_size_supports(world):
+    grid = tune_plans.candidate_grid(world)
+    names = [tune_plans.candidate_name(world, *row[:3]) for row in grid]
+    assert len(names) == len(set(names))
+    for algorithm, instances, threads, low, high in grid:
+        assert world in ALGORITHMS[algorithm].world_sizes
+        assert instances >= 1 and threads in (256, 512, 1024) and low < high
+        assert tune_plans.parse_candidate_name(tune_plans.candidate_name(world, algorithm, instances, threads)) == (
+            algorithm,
+            instances,
+            threads,
+        )
+    for collective in ("allreduce", "allgather", "reducescatter"):
+        ranges = [(low, high) for algorithm, _, _, low, high in grid if ALGORITHMS[algorithm].collective == collective]
+        for size in (1 * KiB, 64 * KiB, 1 * MiB, 64 * MiB, GiB):
+            assert any(low <= size <= high for low, high in ranges), (collective, size)
+
+
+def test_pick_merges_neighbouring_sizes_and_puts_boundaries_between_them():
+    small = tune_plans.candidate_name(2, "allreduce_allpairs_packet", 4, 512)
+    large = tune_plans.candidate_name(2, "allreduce_rs_ag", 64, 1024)
+    rows = [_row("allreduce", 1 * KiB, small, 5.0), _row("allreduce", 1 * KiB, large, 9.0)]
+    rows += [_row("allreduce", 16 * KiB, small, 5.5), _row("allreduce", 16 * KiB, large, 8.0)]
+    rows += [_row("allreduce", 256 * KiB, small, 12.0), _row("allreduce", 256 * KiB, large, 10.0)]
+    rows += [_row("allreduce", GiB, large, 3000.0)]
+    table = tune_plans.pick(rows, 2)
+    # 16 KiB and 256 KiB: the boundary is 64 KiB, halfway in log scale.
+    assert table == [
+        ("allreduce_allpairs_packet", 0, 64 * KiB, 4, 512),
+        ("allreduce_rs_ag", 64 * KiB + 1, GiB, 64, 1024),
+    ]
+
+
+def test_pick_keeps_boundaries_within_the_winners_size_ranges_and_skips_wrong_results():
+    packet = tune_plans.candidate_name(2, "allreduce_allpairs_packet", 8, 512)  # compiled up to 1 MiB
+    rsag = tune_plans.candidate_name(2, "allreduce_rs_ag", 64, 1024)
+    zero_copy = tune_plans.candidate_name(2, "allreduce_zero_copy", 64, 1024)
+    rows = [_row("allreduce", 1 * MiB, packet, 10.0), _row("allreduce", 1 * MiB, rsag, 12.0)]
+    rows += [_row("allreduce", 4 * MiB, rsag, 30.0), _row("allreduce", 4 * MiB, zero_copy, 20.0, difference=0.5)]
+    table = tune_plans.pick(rows, 2)
+    assert table == [
+        ("allreduce_allpairs_packet", 0, 1 * MiB, 8, 512),  # not 2 MiB: the packet candidate stops at 1 MiB
+        ("allreduce_rs_ag", 1 * MiB + 1, GiB, 64, 1024),  # zero copy was faster but wrong
+    ]
+
+
+def test_a_written_table_is_what_the_bundled_plans_and_the_benchmark_use(tmp_path, monkeypatch):
+    import loom.algorithms.tuned_sizes as tuned_sizes
+
+    path = tmp_path / "tuned_sizes.json"
+    path.write_text(tuned_sizes.TABLE_FILE.read_text())
+    monkeypatch.setattr(tuned_sizes, "TABLE_FILE", path)
+    assert table_for(4)[0][3] == max(1, tuned_sizes.TABLE[0][3] // 4)  # no 4-rank table yet: scaled
+    rows = [("allreduce_allpairs_packet", 0, 64 * KiB, 2, 512), ("allreduce_rs_ag", 64 * KiB + 1, GiB, 16, 1024)]
+    meta = {"device": "NVIDIA H200", "nccl": "2.28.9", "date": "2026-11-26", "fast_path": "1"}
+    tune_plans.write_table(4, rows, meta, path)
+    assert table_for(4) == rows
+    assert table_for(2) == tuned_sizes.TABLE
+    assert list(json.loads(path.read_text())) == ["2", "4"]
