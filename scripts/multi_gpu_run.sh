@@ -99,11 +99,13 @@ case $stage in
     ;;
   profile)
     tuned_plans
-    for size in 1024 65536; do
-      LOOM_FAST_PATH=0 WORLD_SIZE=$gpus step "profile_generic_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans "allreduce_allpairs_packet_${gpus}r" \
-        "$size" "$out/profile_generic_$size.csv"
-      LOOM_FAST_PATH=1 WORLD_SIZE=$gpus step "profile_fast_$size" 150 bash bench/kernel_profile.sh build-gpu/tuned_plans \
-        "allreduce_allpairs_packet_${gpus}r" "$size" "$out/profile_fast_$size.csv"
+    # The LL all-reduce at 1 and 64 KiB, and the 64 KiB LL all-gather (slower inline than generic on 2 H200s).
+    for case in allreduce_allpairs_packet:1024 allreduce_allpairs_packet:65536 allgather_fullmesh_packet:65536; do
+      plan=${case%:*} size=${case#*:}
+      for path in generic fast; do
+        LOOM_FAST_PATH=$([ $path = fast ] && echo 1 || echo 0) WORLD_SIZE=$gpus step "profile_${path}_${plan%%_*}_$size" 150 \
+          bash bench/kernel_profile.sh build-gpu/tuned_plans "${plan}_${gpus}r" "$size" "$out/profile_${path}_${plan%%_*}_$size.csv"
+      done
     done
     ;;
   nccl-bench)
