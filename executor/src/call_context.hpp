@@ -40,7 +40,7 @@ class CallContext {
   const TransferCounts& transfers() const { return transfers_; }
   // Threads per block to launch with: the plan's, fewer for a fast-path program with little data.
   uint32_t threads() const { return threads_; }
-  // Whether the program travels in the fast kernel's parameters (inline_records.hpp).
+  // Whether the program travels in the inline kernel's parameters (inline_records.hpp).
   bool inlined() const { return inline_.has_value(); }
   // The inline program of a call launched with `program` (its buffers and peer shifts set), or null.
   const device::InlineProgram* inlineProgram(const device::Program& program) {

@@ -1,7 +1,7 @@
 #pragma once
 
 // The inline program of a call context (loom/device/inline_program.hpp): a specialised program small
-// enough to travel in the fast kernel's parameters, with each operand's final address computed on the
+// enough to travel in the inline kernel's parameters, with each operand's final address computed on the
 // host at every launch (the call's buffers and peer shifts change between calls; the records do not).
 
 #include <vector>

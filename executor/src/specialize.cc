@@ -113,7 +113,7 @@ void specialize(ResolvedProgram& program) {
       allSpecialized = false;
     }
   }
-  // A kOneShot runs only in the fast kernel, which runs programs with no generic data op.
+  // A kOneShot runs only in the inline kernel, which runs programs with no generic data op.
   if (allSpecialized) fuseOneShots(program);
 }
 

@@ -29,7 +29,7 @@ struct ExecutorStats {
   uint64_t launches = 0;
   uint64_t specializedTransfers = 0;  // data ops of the contexts built that run specialised (fast path)
   uint64_t genericTransfers = 0;      // and generically
-  uint64_t inlinedContexts = 0;       // contexts whose program travels in the fast kernel's parameters
+  uint64_t inlinedContexts = 0;       // contexts whose program travels in the inline kernel's parameters
 };
 
 // Bytes of one rank's output for a call whose input is `messageBytes` (n x for all-gather, 1/n for

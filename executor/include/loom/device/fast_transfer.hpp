@@ -234,8 +234,8 @@ LOOM_HOST_DEVICE void runOneShot(const BlockState& s, const FastOp& f) {
   fastUnitsByParts<Units>(s, f, whole, f.sources, 0, results);
 }
 
-// One data op of a fast kernel. A generic kTransfer never reaches one: the executor launches the
-// generic kernel for a program that has any.
+// One data op of an inline program. A generic kTransfer never reaches it: a program with one is not
+// inlined (inline_records.cc) and runs in the generic kernel.
 template <typename Reduce>
 LOOM_HOST_DEVICE void runFastData(const BlockState& s, OpCode code, bool reduces, const FastOp& f) {
   if (code == OpCode::kCopy) {

@@ -1,6 +1,6 @@
 #pragma once
 
-// A small specialised program carried in the fast kernel's parameters (executor/src/inline_program.cc
+// A small specialised program carried in the inline kernel's parameters (executor/src/inline_records.cc
 // builds it): op headers and final operand addresses, so a block starts moving data after one read of
 // its call count instead of a chain of dependent reads (block start, op record, operand records,
 // channel view, peer shift). Only programs whose ops are all specialised data ops, and that fit the
@@ -47,6 +47,6 @@ struct InlineProgram {
   InlineOperand operand[kMaxInlineOperands];
 };
 
-static_assert(sizeof(Program) + sizeof(InlineProgram) <= 4000, "the fast kernel's parameters must stay under 4 KiB");
+static_assert(sizeof(Program) + sizeof(InlineProgram) <= 4000, "the inline kernel's parameters must stay under 4 KiB");
 
 }  // namespace loom::device
