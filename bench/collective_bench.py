@@ -100,6 +100,16 @@ def main() -> int:
     executor = loom.Executor(_native.Communicator(bootstrap))
     plans = [_native.Plan.load(str(p)) for p in sorted(Path(args.plans).glob("*.json"))]
     rows, failures = [], 0
+    meta = {
+        "mode": args.mode,
+        "world_size": world,
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+        "cuda": torch.version.cuda,
+        "fast_path": os.environ.get("LOOM_FAST_PATH", "1"),  # which interpreter kernel ran (docs/executor.md)
+        "date": datetime.date.today().isoformat(),
+    }
     for collective in args.collectives.split(","):
         for size in sweep(args):
             count = size // 4
@@ -153,18 +163,8 @@ def main() -> int:
                 if rank == 0:
                     print(json.dumps(row), flush=True)
                     rows.append(row)
-    if rank == 0 and args.out:
-        meta = {
-            "mode": args.mode,
-            "world_size": world,
-            "device": torch.cuda.get_device_name(),
-            "torch": torch.__version__,
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-            "cuda": torch.version.cuda,
-            "fast_path": os.environ.get("LOOM_FAST_PATH", "1"),  # which interpreter kernel ran (docs/executor.md)
-            "date": datetime.date.today().isoformat(),
-        }
-        Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+                    if args.out:  # after every row: a run cut short by its time limit keeps what it measured
+                        Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     dist.destroy_process_group()
     return 1 if failures else 0
 

@@ -115,6 +115,8 @@ def pick(rows: list[dict], world_size: int) -> list[Row]:
             if size not in best or row["loom_us"] < best[size]["loom_us"]:
                 best[size] = row
         sizes = sorted(best)
+        if sizes and sizes[-1] < GiB:
+            print(f"pick: {collective} was measured up to {sizes[-1]} bytes only", file=sys.stderr)
         runs: list[tuple[str, int, int]] = []  # (plan, first measured size, last measured size)
         for size in sizes:
             plan = best[size]["plan"]
