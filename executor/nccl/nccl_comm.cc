@@ -14,6 +14,7 @@
 #include "loom/error.hpp"
 #include "loom/gpu_buffer.hpp"
 #include "loom/plan_registry.hpp"
+#include "loom/rank_list.hpp"
 #include "loom/transport.hpp"
 #include "result.hpp"
 #include "unique_id_format.hpp"
@@ -49,12 +50,6 @@ void forEach(const std::vector<ncclComm*>& comms, const std::function<void(ncclC
   }
 }
 
-std::string ranksText(const std::vector<int>& ranks) {
-  std::string text;
-  for (int rank : ranks) text += (text.empty() ? "" : ", ") + std::to_string(rank);
-  return text;
-}
-
 // Loom's side, and the real NCCL's id from rank 0: every rank must have the real library, or
 // nobody forwards (a forwarded call would wait for ranks that cannot take part).
 void connectLoomSide(ncclComm& comm) {
@@ -77,7 +72,7 @@ void connectLoomSide(ncclComm& comm) {
   const std::vector<int> sharers = comm.communicator ? comm.communicator->ranksSharingGpu() : std::vector<int>{};
   if (comm.real != nullptr && sharers.size() > 1) {
     comm.real = nullptr;
-    whyNot = "ranks " + ranksText(sharers) + " share GPU " + comm.communicator->cudaDeviceBusId() +
+    whyNot = rankList(sharers) + " share GPU " + comm.communicator->cudaDeviceBusId() +
              " (LOOM_SHARE_GPU=1), and NCCL refuses two ranks on one GPU";
   }
   const uint8_t mine = comm.real != nullptr ? 1 : 0;
@@ -87,7 +82,8 @@ void connectLoomSide(ncclComm& comm) {
     if (have[rank].empty() || have[rank][0] == 0) without.push_back(rank);
   }
   if (!without.empty()) {
-    comm.realMissing = comm.real == nullptr ? whyNot : "rank(s) " + ranksText(without) + " have no real NCCL";
+    comm.realMissing =
+        comm.real == nullptr ? whyNot : rankList(without) + (without.size() == 1 ? " has" : " have") + " no real NCCL";
     return;
   }
   // Rank 0: status byte, then the id or the reason it has none.
@@ -158,7 +154,7 @@ void agreeOnRealSide(ncclComm& comm) {
   if (comm.realComm != nullptr) {
     comm.real->ncclCommAbort(comm.realComm);
     comm.realComm = nullptr;
-    comm.realMissing = "the real NCCL's communicator failed to initialise on rank(s) " + ranksText(failed);
+    comm.realMissing = "the real NCCL's communicator failed to initialise on " + rankList(failed);
   }
 }
 

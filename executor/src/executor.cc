@@ -21,6 +21,7 @@
 #include "loom/error.hpp"
 #include "loom/plan_registry.hpp"
 #include "loom/proxy_service.hpp"
+#include "loom/rank_list.hpp"
 #include "plan_resources.hpp"
 #include "user_buffer_staging.hpp"
 
@@ -296,10 +297,7 @@ struct Executor::Impl {
       return "";
     }
     if (departed.empty()) return "";
-    std::string ranks;
-    for (int peer : departed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
-    return "; rank" + std::string(departed.size() > 1 ? "s " : " ") + ranks +
-           " closed the bootstrap connection to this rank (exited or killed?)";
+    return "; " + rankList(departed) + " closed the bootstrap connection to this rank (exited or killed?)";
   }
 
   void checkUsable() const {

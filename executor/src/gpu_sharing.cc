@@ -5,22 +5,14 @@
 
 #include "environment.hpp"
 #include "loom/error.hpp"
+#include "loom/rank_list.hpp"
 
 namespace loom {
-namespace {
-
-std::string rankList(const std::vector<int>& ranks) {
-  std::string out;
-  for (int rank : ranks) out += (out.empty() ? "" : ", ") + std::to_string(rank);
-  return out;
-}
-
-}  // namespace
 
 std::vector<int> checkGpuSharing(const Communicator& communicator) {
   std::vector<int> sharers = communicator.ranksSharingGpu();
   if (sharers.size() <= 1) return sharers;
-  const std::string who = "device: ranks " + rankList(sharers) + " use GPU " + communicator.cudaDeviceBusId() +
+  const std::string who = "device: " + rankList(sharers) + " use GPU " + communicator.cudaDeviceBusId() +
                           " of one host";
   const std::optional<std::string> enabled = processEnvironment("LOOM_SHARE_GPU");
   if (!enabled || !parseBoolean(*enabled, "LOOM_SHARE_GPU")) {
@@ -80,7 +72,7 @@ void checkResidency(const Plan& plan, const std::vector<int>& sharers, uint32_t 
   if (blocks <= residentLimit) return;
   throw Error(ErrorCategory::kInvalidArgument,
               "plan '" + plan.name + "': the " + std::to_string(sharers.size()) + " ranks sharing GPU " +
-                  communicator.cudaDeviceBusId() + " (ranks " + rankList(sharers) + ") would run " +
+                  communicator.cudaDeviceBusId() + " (" + rankList(sharers) + ") would run " +
                   std::to_string(blocks) + " thread blocks of " + std::to_string(plan.threadsPerBlock) +
                   " threads at once, but the GPU holds at most " + std::to_string(residentLimit) +
                   " such blocks for ranks sharing it (one per multiprocessor, one multiprocessor left free for "

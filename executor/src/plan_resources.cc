@@ -11,6 +11,7 @@
 
 #include "loom/error.hpp"
 #include "loom/ibverbs.hpp"
+#include "loom/rank_list.hpp"
 
 namespace loom {
 namespace {
@@ -64,16 +65,17 @@ void PlanResources::checkSamePlanEverywhere() const {
   const auto* mine = reinterpret_cast<const uint8_t*>(&plan_.contentHash);
   const std::vector<Bootstrap::Bytes> hashes =
       communicator_.bootstrap().allGather(std::span<const uint8_t>(mine, sizeof(uint64_t)));
-  std::string differing;
+  std::vector<int> differing;
   for (size_t r = 0; r < hashes.size(); ++r) {
     if (hashes[r].size() != sizeof(uint64_t) || std::memcmp(hashes[r].data(), mine, sizeof(uint64_t)) != 0) {
-      differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+      differing.push_back(int(r));
     }
   }
   if (!differing.empty()) {
     throw Error(ErrorCategory::kInvalidArgument, "plan: rank " + std::to_string(communicator_.rank()) + " runs '" +
-                                                     plan_.name + "' but rank(s) " + differing +
-                                                     " run a different plan (content hashes differ)");
+                                                     plan_.name + "' but " + rankList(differing) +
+                                                     (differing.size() == 1 ? " runs" : " run") +
+                                                     " a different plan (content hashes differ)");
   }
 }
 

@@ -10,7 +10,7 @@
 #include "listener_registry.hpp"
 #include "loom/error.hpp"
 #include "messenger.hpp"
-#include "rank_list.hpp"
+#include "loom/rank_list.hpp"
 #include "socket.hpp"
 #include "wire.hpp"
 

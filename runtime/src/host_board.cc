@@ -12,7 +12,7 @@
 #include "loom/registered_memory.hpp"
 #include "loom/shared_host_memory.hpp"
 #include "loom/transport.hpp"
-#include "rank_list.hpp"
+#include "loom/rank_list.hpp"
 
 namespace loom {
 namespace {
