@@ -19,6 +19,19 @@ from pathlib import Path
 CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 
 
+def why_not_buildable(library: Path) -> str | None:
+    """Why the nccl-tests GPU tests cannot run here (their skip reason), or None: Loom's NCCL library
+    `library`, nccl-tests' sources in LOOM_NCCL_TESTS_SRC, make and nvcc are all needed."""
+    if not library.exists():
+        return f"{library} was not built (needs the CUDA toolkit and nccl.h at build time)"
+    source = os.environ.get("LOOM_NCCL_TESTS_SRC")
+    if not source or not (Path(source) / "src" / "Makefile").exists():
+        return "set LOOM_NCCL_TESTS_SRC to a checkout of github.com/NVIDIA/nccl-tests"
+    if shutil.which("make") is None or not (CUDA / "bin" / "nvcc").exists():
+        return f"needs make and {CUDA}/bin/nvcc to build nccl-tests"
+    return None
+
+
 def nccl_include_dir(build: Path) -> Path:
     """Where the Loom build found nccl.h (the NCCL API the library implements)."""
     cache = (build / "CMakeCache.txt").read_text()

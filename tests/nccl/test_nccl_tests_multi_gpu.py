@@ -20,13 +20,13 @@ from test_runtime_gpu import GPUS  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "nccl"))
 from nccl_tests_build import (  # noqa: E402
-    CUDA,
     build_nccl_tests,
     failure_report,
     mpi_home,
     mpirun_command,
     nccl_tests_rows,
     real_nccl_library,
+    why_not_buildable,
 )
 
 BUILD = Path(os.environ.get("LOOM_BUILD_DIR", ROOT / "build"))
@@ -43,13 +43,10 @@ def nccl_tests(tmp_path_factory) -> dict[str, Path]:
     where the library's registry loads them."""
     if GPUS < RANKS:
         pytest.skip(f"needs {RANKS} NVIDIA GPUs, this host has {GPUS}")
-    if not LIBRARY.exists():
-        pytest.skip(f"{LIBRARY} was not built (needs the CUDA toolkit and nccl.h at build time)")
-    source = os.environ.get("LOOM_NCCL_TESTS_SRC")
-    if not source or not (Path(source) / "src" / "Makefile").exists():
-        pytest.skip("set LOOM_NCCL_TESTS_SRC to a checkout of github.com/NVIDIA/nccl-tests")
-    if shutil.which("make") is None or not (CUDA / "bin" / "nvcc").exists():
-        pytest.skip(f"needs make and {CUDA}/bin/nvcc to build nccl-tests")
+    reason = why_not_buildable(LIBRARY)
+    if reason:
+        pytest.skip(reason)
+    source = os.environ["LOOM_NCCL_TESTS_SRC"]
     mpi, real = mpi_home(), real_nccl_library()
     if mpi is None or shutil.which("mpirun") is None:
         pytest.skip("needs an MPI installation (mpirun, include/mpi.h) to build nccl-tests with MPI=1")

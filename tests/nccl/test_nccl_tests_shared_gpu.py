@@ -23,7 +23,14 @@ sys.path.insert(0, str(ROOT / "tests" / "runtime"))
 from test_runtime_gpu import GPUS  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "nccl"))
-from nccl_tests_build import CUDA, build_nccl_tests, failure_report, nccl_tests_rows, size_bytes  # noqa: E402
+from nccl_tests_build import (  # noqa: E402
+    CUDA,
+    build_nccl_tests,
+    failure_report,
+    nccl_tests_rows,
+    size_bytes,
+    why_not_buildable,
+)
 
 BUILD = Path(os.environ.get("LOOM_BUILD_DIR", ROOT / "build"))
 LIBRARY = BUILD / "executor" / "nccl" / "libloom_nccl.so"
@@ -50,13 +57,10 @@ def nccl_tests(tmp_path_factory) -> dict[str, Path]:
     (as a program built against NCCL and run with it preloaded sees it)."""
     if GPUS < 1:
         pytest.skip("needs an NVIDIA GPU, this host has none")
-    if not LIBRARY.exists():
-        pytest.skip(f"{LIBRARY} was not built (needs the CUDA toolkit and nccl.h at build time)")
-    source = os.environ.get("LOOM_NCCL_TESTS_SRC")
-    if not source or not (Path(source) / "src" / "Makefile").exists():
-        pytest.skip("set LOOM_NCCL_TESTS_SRC to a checkout of github.com/NVIDIA/nccl-tests")
-    if shutil.which("make") is None or not (CUDA / "bin" / "nvcc").exists():
-        pytest.skip(f"needs make and {CUDA}/bin/nvcc to build nccl-tests")
+    reason = why_not_buildable(LIBRARY)
+    if reason:
+        pytest.skip(reason)
+    source = os.environ["LOOM_NCCL_TESTS_SRC"]
     work = tmp_path_factory.mktemp("nccl-tests")
     try:
         binaries = build_nccl_tests(Path(source), work, LIBRARY, BUILD)
