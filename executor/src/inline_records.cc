@@ -13,8 +13,7 @@ bool inlinable(const ResolvedProgram& resolved) {
     return false;
   }
   for (const device::Op& op : resolved.ops) {
-    const bool data =
-        op.code == device::OpCode::kCopy || op.code == device::OpCode::kFastTransfer || op.code == device::OpCode::kOneShot;
+    const bool data = device::specializedData(op.code);
     if (!data && op.code != device::OpCode::kNop) return false;
     if (data && op.bytes > UINT32_MAX) return false;
   }

@@ -121,9 +121,7 @@ TransferCounts countTransfers(const ResolvedProgram& program) {
   TransferCounts counts;
   for (const device::Op& op : program.ops) {
     if (op.code == OpCode::kTransfer) ++counts.generic;
-    if (op.code == OpCode::kCopy || op.code == OpCode::kFastTransfer || op.code == OpCode::kOneShot) {
-      ++counts.specialized;
-    }
+    if (device::specializedData(op.code)) ++counts.specialized;
   }
   return counts;
 }
@@ -132,9 +130,7 @@ uint32_t launchThreads(const ResolvedProgram& program, uint32_t planThreads) {
   constexpr uint64_t kWarp = 32;
   uint64_t units = 0;
   for (const device::Op& op : program.ops) {
-    const bool data = op.code == OpCode::kTransfer || op.code == OpCode::kCopy || op.code == OpCode::kFastTransfer ||
-                      op.code == OpCode::kOneShot;
-    if (data) units = std::max(units, (op.bytes + 15) / 16);
+    if (op.code == OpCode::kTransfer || device::specializedData(op.code)) units = std::max(units, (op.bytes + 15) / 16);
   }
   const uint64_t warps = std::max<uint64_t>(1, (units + kWarp - 1) / kWarp);
   return uint32_t(std::min<uint64_t>(planThreads, warps * kWarp));

@@ -31,6 +31,11 @@ enum class OpCode : uint8_t {
   kNop,           // synchronise the block's threads
 };
 
+// A data op with a specialised handler (specialize.cc chose it; fast_transfer.hpp runs it).
+LOOM_HOST_DEVICE constexpr bool specializedData(OpCode code) {
+  return code == OpCode::kCopy || code == OpCode::kFastTransfer || code == OpCode::kOneShot;
+}
+
 inline constexpr uint8_t kOpSyncBefore = 1;   // synchronise the block's threads before the op
 inline constexpr uint8_t kOpSyncAfter = 2;    // and after it
 inline constexpr uint8_t kOpRelaxed = 4;      // signal/wait: no memory ordering, only the count
