@@ -12,11 +12,14 @@
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
 #   scripts/multi_gpu_run.sh tune        # bench/tune_plans.py: candidates timed at every size, the table they pick
+#   scripts/multi_gpu_run.sh apply       # that table written into tuned_sizes.json, the bundled plans rebuilt
 #
 # Several stages run in one call in the order given (check is executor and shared; each builds first).
+# CASES, a pytest -k expression, narrows the executor stage: CASES="not 2_gpus" on a host of 4 or 8
+# GPUs runs only the cases that need more than 2 (the 2-GPU ones are issue 20's run).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
-[ $# -gt 0 ] || { echo "stages: check (executor, shared), nccl, bench, nccl-bench, fast, tune, profile" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "stages: check (executor, shared), nccl, bench, nccl-bench, fast, tune, apply, profile" >&2; exit 2; }
 # Everything the stages write goes to build-gpu/run and is packed into one archive in OUT at the end
 # (a device call brings back only a few files); build-gpu/run stays for a later look on the same host.
 dest=${OUT:-build-gpu/out}
@@ -52,7 +55,8 @@ done
 for stage in "${stages[@]}"; do
 case $stage in
   executor)
-    step executor_gpu 420 "${pytest[@]}" --durations=0 tests/executor/test_executor_gpu.py -k "not sanitizer" \
+    step executor_gpu 420 "${pytest[@]}" --durations=0 tests/executor/test_executor_gpu.py \
+      -k "not sanitizer${CASES:+ and ($CASES)}" \
       tests/executor/test_world_size_one.py
     ;;
   shared)
@@ -93,9 +97,19 @@ case $stage in
     python3 bench/tune_plans.py candidates --world-size "$gpus" --out build-gpu/candidates >"$out/candidates.log" 2>&1 ||
       status=1
     step tune_bench 420 python3 -m loom.launch -n "$gpus" --timeout 400 bench/collective_bench.py \
-      --plans build-gpu/candidates --every-plan --calls-per-graph 10 --repeats 5 --out "$out/candidates_${gpus}r.json" \
+      --plans build-gpu/candidates --every-plan --calls-per-graph 10 --repeats 5 --out "build-gpu/candidates_${gpus}r.json" \
       --sizes 1024,4096,16384,65536,262144,1048576,4194304,16777216,67108864,268435456,1073741824
+    cp "build-gpu/candidates_${gpus}r.json" "$out/"
     python3 bench/tune_plans.py pick "$out/candidates_${gpus}r.json" >"$out/table_${gpus}r.txt" 2>&1 || status=1
+    ;;
+  apply)
+    # The table the last tune stage picked, written into the tree here (so later stages of this host run the
+    # bundled plans it makes) and brought back in applied/ to be committed.
+    step apply 120 bash -c "python3 bench/tune_plans.py pick build-gpu/candidates_${gpus}r.json --write &&
+      python3 plans/build_default_plans.py"
+    mkdir -p "$out/applied/plans"
+    cp compiler/loom/algorithms/tuned_sizes.json "$out/applied/"
+    cp plans/default/*"_${gpus}r"*.json "$out/applied/plans/" 2>/dev/null
     ;;
   profile)
     tuned_plans

@@ -1,16 +1,19 @@
 """The executor on real GPUs, one process per GPU under loom.launch. Skipped, with the reason, without
 NVIDIA GPUs or torch.
 
-- every library plan for 2 (and, where the host has them, 4) GPUs, every data type, sizes from 1 KiB to
-  64 MiB including odd ones, in and out of place, against a float64 reference (gpu/plan_check.py);
-- every bundled plan for 2 GPUs the same way (their size ranges opened down to 0);
-- the fast kernel (LOOM_FAST_PATH=1) against the generic one on 2 GPUs, bit for bit (issue 18);
+- every library plan for 2 (and, where the host has them, 4 and 8) GPUs, every data type, sizes from 1 KiB
+  to 64 MiB including odd ones, in and out of place, against a float64 reference (gpu/plan_check.py);
+- every bundled plan for 2 (4, 8) GPUs the same way (their size ranges opened down to 0);
+- the fast kernel (LOOM_FAST_PATH=1) against the generic one on 2 (4) GPUs, bit for bit (issue 18);
 - buffers that move within their allocations at every call, differently on each rank (gpu/shifted_buffers_check.py);
 - 1,000 back-to-back and 1,000 graph-replayed calls of each without drift (gpu/drift_check.py);
-- loom.Communicator with torch tensors on 2 and 4 GPUs, eagerly and inside torch.cuda.graph capture
+- loom.Communicator with torch tensors on 2, 4 and 8 GPUs, eagerly and inside torch.cuda.graph capture
   (gpu/collective_api_check.py);
-- `loom demo` on 2 and 4 GPUs, beside NCCL; the examples that use GPUs;
-- the plan check under compute-sanitizer memcheck and racecheck on 2 GPUs, when the tool is installed.
+- `loom demo` on 2, 4 and 8 GPUs, beside NCCL; the examples that use GPUs;
+- the plan check under compute-sanitizer memcheck and racecheck on 2 GPUs, and the all-reduce plans on 4,
+  when the tool is installed.
+
+Cases are named by their GPU count (`[4_gpus]`), so `-k "not 2_gpus"` runs those of a wider host alone.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ sys.path.insert(0, str(ROOT / "tests" / "runtime"))
 from test_runtime_gpu import GPUS  # noqa: E402
 
 SIZES = "1000,1024,4100,65536,262160,1048576,1048592,4194316,67108928"
+
+
+def worlds(*counts: int):
+    """Parametrise a test by GPU count, each case named `<n>_gpus`."""
+    return pytest.mark.parametrize("world", counts, ids=[f"{n}_gpus" for n in counts])
 
 
 def _need_gpus_and_torch(world: int) -> None:
@@ -96,33 +104,35 @@ def _launch(world: int, program: list[str], timeout: int = 600, **extra_env: str
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("world", [2, 4])
+@worlds(2, 4, 8)
 def test_every_library_plan_matches_float64_reference(world, tmp_path):
     plans = _library_plans(world, tmp_path)
     _launch(world, [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans), "--sizes", SIZES])
 
 
 @pytest.mark.gpu
-def test_every_bundled_2_gpu_plan_matches_float64_reference(tmp_path):
-    _need_gpus_and_torch(2)
-    plans = bundled_plans(2, tmp_path)
+@worlds(2, 4, 8)
+def test_every_bundled_plan_matches_float64_reference(world, tmp_path):
+    _need_gpus_and_torch(world)
+    plans = bundled_plans(world, tmp_path)
     sizes = "1000,4100,65552,1048592,16777232"  # the same programs as at 64 MiB, in a fraction of the time
-    _launch(2, [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans), "--sizes", sizes])
+    _launch(world, [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans), "--sizes", sizes])
 
 
 @pytest.mark.gpu
-def test_fast_and_generic_paths_agree_bit_for_bit_on_2_gpus(tmp_path):
+@worlds(2, 4)
+def test_fast_and_generic_paths_agree_bit_for_bit(world, tmp_path):
     (tmp_path / "plans").mkdir()
-    plans = _library_plans(2, tmp_path / "plans")
+    plans = _library_plans(world, tmp_path / "plans")
     # The bundled plans too: their instance counts make a 256 KiB LL all-reduce give each thread several
     # units of the one-shot (sends first, then the reduction), which the library plans' shapes never do.
-    bundled_plans(2, plans)
+    bundled_plans(world, plans)
     check = [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans)]
     check += ["--sizes", "1000,4100,65552,262160,1048592"]
-    fast = _launch(2, [*check, "--digests", str(tmp_path / "fast")], LOOM_FAST_PATH="1")
-    generic = _launch(2, [*check, "--digests", str(tmp_path / "generic")], LOOM_FAST_PATH="0")
+    fast = _launch(world, [*check, "--digests", str(tmp_path / "fast")], LOOM_FAST_PATH="1")
+    generic = _launch(world, [*check, "--digests", str(tmp_path / "generic")], LOOM_FAST_PATH="0")
     assert "'specialized_transfers': 0" not in fast and "'generic_transfers': 0" not in generic
-    assert_same_digests(2, tmp_path / "fast", tmp_path / "generic")
+    assert_same_digests(world, tmp_path / "fast", tmp_path / "generic")
 
 
 @pytest.mark.gpu
@@ -132,14 +142,14 @@ def test_buffers_moving_within_their_allocations_reuse_one_context_and_stay_righ
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("world", [2, 4])
+@worlds(2, 4, 8)
 def test_back_to_back_and_graph_replayed_calls_do_not_drift(world, tmp_path):
     plans = _library_plans(world, tmp_path)
     _launch(world, [str(ROOT / "tests/executor/gpu/drift_check.py"), "--plans", str(plans), "--sizes", "4100,1048592"])
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("world", [2, 4])
+@worlds(2, 4, 8)
 def test_collective_api_with_torch_tensors_eagerly_and_in_cuda_graphs(world, tmp_path, monkeypatch):
     _need_gpus_and_torch(world)
     monkeypatch.setenv("LOOM_DEFAULT_PLANS", "0")  # user plans only: no bundled plans in the way
@@ -147,7 +157,7 @@ def test_collective_api_with_torch_tensors_eagerly_and_in_cuda_graphs(world, tmp
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("world", [2, 4])
+@worlds(2, 4, 8)
 def test_loom_demo_on_gpus_beside_nccl(world, tmp_path):
     _need_gpus_and_torch(world)
     command = [sys.executable, "-m", "loom", "demo", "--gpus", str(world), "--sizes", "1K,1M", "--calls", "5"]
@@ -161,7 +171,7 @@ def test_loom_demo_on_gpus_beside_nccl(world, tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("world", [2, 4])
+@worlds(2, 4, 8)
 def test_gpu_examples(world, tmp_path, monkeypatch):
     _need_gpus_and_torch(world)
     monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
@@ -180,3 +190,17 @@ def test_plan_check_is_clean_under_compute_sanitizer(tool, path, tmp_path):
     program += [sys.executable, str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(plans)]
     program += ["--sizes", "4100,65552", "--dtypes", "float32,bfloat16", "--calls", "2"]
     _launch(2, program, LOOM_FAST_PATH="1" if path == "fast" else "0")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_4_gpu_allreduce_plans_are_clean_under_compute_sanitizer(tool, tmp_path):
+    sanitizer = compute_sanitizer()
+    _need_gpus_and_torch(4)
+    for name in ("allreduce_allpairs_packet", "allreduce_rs_ag"):
+        text = compile_algorithm(name, 4, verify=False, min_message_size=0, max_message_size=1 << 30)
+        (tmp_path / f"{name}_4r.json").write_text(text)
+    program = ["--no-python", sanitizer, "--tool", tool, "--error-exitcode", "9", "--target-processes", "all"]
+    program += [sys.executable, str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(tmp_path)]
+    program += ["--sizes", "4100,65552", "--dtypes", "float32", "--calls", "2"]
+    _launch(4, program)
