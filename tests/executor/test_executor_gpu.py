@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,8 +100,17 @@ def _launch(world: int, program: list[str], timeout: int = 600, **extra_env: str
     environment = {**os.environ, "NCCL_NVLS_ENABLE": "0", "LOOM_DEVICE_TIMEOUT_MS": "60000", **extra_env}
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment, check=False)
     output = done.stdout + done.stderr
-    assert done.returncode == 0 and "FAIL" not in output, output[-4000:]
+    assert done.returncode == 0 and "FAIL" not in output, failure_report(output)
     return output
+
+
+def failure_report(output: str) -> str:
+    """The end of a failed launch's output, after the last lines of the rank that failed first: the others'
+    tracebacks (a peer closed its connection) would otherwise hide its own error."""
+    first = re.search(r"rank (\d+) \S.* \(the first rank to fail\)", output)
+    own = [line for line in output.splitlines() if first and line.startswith(f"[rank {first[1]}]")]
+    failed_lines = [line for line in output.splitlines() if "FAIL" in line]
+    return "\n".join([*own[-40:], *failed_lines[:20], "...", output[-3000:]])
 
 
 @pytest.mark.gpu
