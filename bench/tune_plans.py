@@ -26,8 +26,10 @@ from pathlib import Path
 from loom.algorithms import ALGORITHMS, GiB, KiB, MiB
 from loom.algorithms.tuned_sizes import INSTANCE_DIVISORS, TABLE_FILE, Row
 
-# The grid, per algorithm: instance counts for 2 ranks (divided for more by INSTANCE_DIVISORS, as the
-# bundled plans' are, so plans stay small), threads per block, and the message sizes worth timing it at.
+# The grid, per algorithm: instance counts for 2 ranks, threads per block, and the message sizes worth
+# timing it at. More ranks try those counts and the same divided by INSTANCE_DIVISORS (the untuned
+# bundled plans' scaling, which on 4 H200s left the bandwidth plans far too few blocks), up to
+# MAX_BLOCKS_PER_RANK thread blocks.
 GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "allreduce_allpairs_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
     "allreduce_twoshot_packet": ((8, 16), (512,), 0, 4 * MiB),
@@ -40,6 +42,9 @@ GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "reducescatter_read": ((8, 16, 32, 64), (1024,), 64 * KiB, GiB),
     "reducescatter_fullmesh": ((16, 64), (1024,), 64 * KiB, GiB),
 }
+# A plan's blocks must all be resident at once (they wait for each other); an H100 or H200 has 132
+# multiprocessors and a 1024-thread block takes one.
+MAX_BLOCKS_PER_RANK = 128
 
 
 def candidate_grid(world_size: int) -> list[tuple[str, int, int, int, int]]:
@@ -50,7 +55,7 @@ def candidate_grid(world_size: int) -> list[tuple[str, int, int, int, int]]:
         if world_size not in ALGORITHMS[name].world_sizes:
             continue
         low, high = _size_range(candidate_name(world_size, name, 1, threads[0]))
-        for instances in sorted({max(1, count // divisor) for count in counts}):
+        for instances in sorted({max(1, count // divisor) for count in counts} | set(counts)):
             for thread_count in threads:
                 grid.append((name, instances, thread_count, low, high))
     return grid
@@ -89,9 +94,15 @@ def write_candidates(world_size: int, out: Path, jobs: int | None = None) -> lis
     grid = candidate_grid(world_size)
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         compiled = list(pool.map(_compile, [world_size] * len(grid), grid))
+    written = []
     for name, text in compiled:
+        blocks = len(json.loads(text)["gpus"][0]["threadblocks"])
+        if blocks > MAX_BLOCKS_PER_RANK:
+            print(f"{name}: {blocks} thread blocks per rank, more than {MAX_BLOCKS_PER_RANK}; left out")
+            continue
         (out / f"{name}.json").write_text(text)
-    return [name for name, _ in compiled]
+        written.append(name)
+    return written
 
 
 def _boundary(smaller: int, larger: int) -> int:
