@@ -6,7 +6,8 @@
 # LOOM_NCCL_TESTS_SRC (default .dev/nccl-tests: `git archive` of github.com/NVIDIA/nccl-tests).
 #
 #   scripts/multi_gpu_run.sh check   # every GPU check at 2 and 4 ranks (executor), 3 to 16 sharing GPU 0 (shared)
-#   scripts/multi_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB
+#   scripts/multi_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB;
+#                                    # compute-sanitizer on plan checks (nccl-only and sanitizer: either half)
 #   scripts/multi_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; generic path too), demo
 #   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
@@ -50,7 +51,12 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUT/NAME
 tuned_plans() { python3 bench/tuned_plans.py --world-size "$gpus" --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1; }
 stages=()
 for stage in "$@"; do
-  if [ "$stage" = check ]; then stages+=(executor shared); else stages+=("$stage"); fi
+  case $stage in
+    check) stages+=(executor shared) ;;
+    nccl) stages+=(nccl sanitizer) ;;
+    nccl-only) stages+=(nccl) ;;
+    *) stages+=("$stage") ;;
+  esac
 done
 for stage in "${stages[@]}"; do
 case $stage in
@@ -65,6 +71,8 @@ case $stage in
   nccl)
     step nccl_torch 150 "${pytest[@]}" tests/nccl/test_nccl_gpu.py
     step nccl_tests 300 "${pytest[@]}" -s tests/nccl/test_nccl_tests_multi_gpu.py
+    ;;
+  sanitizer)
     step sanitizer 150 "${pytest[@]}" tests/executor/test_executor_gpu.py -k sanitizer
     ;;
   bench)

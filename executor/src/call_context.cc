@@ -55,6 +55,15 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
   program_.blocks = resolved.blocks();
 }
 
+CallContext::~CallContext() {
+  if (proxy_) proxy_->remove(proxyMemories_);
+}
+
+uint32_t CallContext::addToProxy(const RegisteredMemory& memory) {
+  proxyMemories_.push_back(proxy_->addMemory(memory));
+  return proxyMemories_.back();
+}
+
 // Each rank sends its three registrations to every peer it has a channel to and receives theirs.
 void CallContext::exchange(PlanResources& resources, Communicator& communicator, uint64_t serial) {
   peerOf_.assign(communicator.worldSize(), -1);
@@ -68,7 +77,8 @@ void CallContext::exchange(PlanResources& resources, Communicator& communicator,
     for (int k = 0; k < 3; ++k) theirs.buffers[k] = communicator.recvMemory(peer, setupTag(serial, uint64_t(k)));
   }
   if (ProxyService* proxy = resources.proxy()) {
-    for (int k = 0; k < 3; ++k) localProxyIds_[k] = proxy->addMemory(local_[k]);
+    proxy_ = proxy;
+    for (int k = 0; k < 3; ++k) localProxyIds_[k] = addToProxy(local_[k]);
     staging_.resize(resources.channels().size());
     for (size_t i = 0; i < staging_.size(); ++i) {
       const ChannelResources& channel = resources.channels()[i];
@@ -78,7 +88,7 @@ void CallContext::exchange(PlanResources& resources, Communicator& communicator,
       }
     }
     for (PeerBuffers& theirs : peers_) {
-      for (int k = 0; k < 3; ++k) theirs.proxyIds[k] = proxy->addMemory(theirs.buffers[k]);
+      for (int k = 0; k < 3; ++k) theirs.proxyIds[k] = addToProxy(theirs.buffers[k]);
     }
   }
 }
@@ -114,7 +124,7 @@ void CallContext::upload(PlanResources& resources, Backend& backend, const Resol
                                                  int(resources.program().channels[i].id));
       for (int k = 0; k < 3; ++k) view.portMemory[k] = theirs.proxyIds[k];
       view.staging = channel.staging.get();
-      view.stagingMemory = resources.proxy()->addMemory(staging_[i]);
+      view.stagingMemory = addToProxy(staging_[i]);
     }
   }
   for (int k = 0; k < 3; ++k) program_.portBuffers[k] = localProxyIds_[k];

@@ -30,6 +30,10 @@ class CallContext {
   CallContext(PlanResources& resources, Communicator& communicator, Backend& backend, uint64_t messageBytes,
               const void* input, void* output, bool bindUserBuffers, const std::vector<RankBuffers>& everyRank,
               uint64_t serial);
+  // Gives the proxy back the ids of this context's memories (and with them its mappings of peers').
+  ~CallContext();
+  CallContext(const CallContext&) = delete;
+  CallContext& operator=(const CallContext&) = delete;
 
   const device::Program& program() const { return program_; }
   // Sets `program`'s peer shifts for a call whose ranks pass `everyRank`: each peer's input and output
@@ -53,11 +57,14 @@ class CallContext {
     uint32_t proxyIds[3] = {0, 0, 0};
   };
   void exchange(PlanResources& resources, Communicator& communicator, uint64_t serial);
+  uint32_t addToProxy(const RegisteredMemory& memory);
   void upload(PlanResources& resources, Backend& backend, const struct ResolvedProgram& resolved);
 
   RegisteredMemory local_[3];
   std::vector<RegisteredMemory> staging_;  // per channel (port channels only)
   uint32_t localProxyIds_[3] = {0, 0, 0};
+  ProxyService* proxy_ = nullptr;       // port channels only
+  std::vector<uint32_t> proxyMemories_;  // every id it added to proxy_
   std::vector<int> peerOf_;  // rank -> index in peers_, -1 when no channel
   std::vector<PeerBuffers> peers_;
   std::vector<int> peerRanks_;          // index in peers_ (a ChannelView's shiftSlot) -> rank

@@ -125,6 +125,15 @@ void PlanResources::connectChannels(const std::function<ProxyService&()>& proxy,
   peers_.assign(peers.begin(), peers.end());
 }
 
+PlanResources::~PlanResources() {
+  if (!proxy_) return;
+  std::vector<uint32_t> semaphores;
+  for (const ChannelResources& channel : channels_) {
+    if (channel.type == ChannelType::kPort) semaphores.push_back(channel.proxySemaphore);
+  }
+  proxy_->remove({}, semaphores);
+}
+
 bool PlanResources::reserveScratch(uint64_t bytes) {
   if (bytes <= scratchBytes_) return false;
   // Grow geometrically (at least 1 MiB) so a sweep of sizes rebuilds rarely.

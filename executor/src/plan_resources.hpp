@@ -38,6 +38,10 @@ class PlanResources {
   // `proxy` is made on first need (a plan with port channels) and shared by the executor's plans.
   PlanResources(const Plan& plan, Communicator& communicator, Backend& backend,
                 const std::function<ProxyService&()>& proxy, uint64_t serial);
+  // Gives the proxy back its semaphores' ids (and with them the connections).
+  ~PlanResources();
+  PlanResources(const PlanResources&) = delete;
+  PlanResources& operator=(const PlanResources&) = delete;
 
   const Plan& plan() const { return plan_; }
   const GpuProgram& program() const { return plan_.gpu(uint32_t(communicator_.rank())); }

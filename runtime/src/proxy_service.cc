@@ -1,6 +1,7 @@
 #include "loom/proxy_service.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -18,9 +19,12 @@ struct ProxyService::Impl {
   int device;
   int64_t flushTimeoutMs;
   mutable std::mutex mutex;  // guards the tables below; the proxy takes it per trigger
-  std::deque<RegisteredMemory> memories;
+  std::deque<RegisteredMemory> memories;  // a removed one is empty, its id in freeMemories
   std::deque<std::shared_ptr<HostSemaphore>> semaphores;
+  std::vector<uint32_t> freeMemories, freeSemaphores;
   std::optional<Error> error;
+  std::atomic<bool> polling{false};          // from start() until the thread ends
+  std::atomic<uint64_t> emptyPolls{0};       // how often it found the FIFO empty
   std::atomic<bool> stopping{false};
   std::atomic<bool> abandoning{false};  // stop without carrying out what is still queued
   std::atomic<uint64_t> done{0};
@@ -35,9 +39,27 @@ struct ProxyService::Impl {
 
   void run();
   void carryOut(const device::ProxyTrigger& trigger);
+  bool drained() const;
 };
 
+// True once every trigger queued before the call is carried out: the thread found the FIFO empty in
+// a poll that began after the call did. A poll that ends after the call began may have begun before
+// it, so that takes two. False if that does not happen within the flush timeout.
+bool ProxyService::Impl::drained() const {
+  const uint64_t start = emptyPolls.load(std::memory_order_acquire);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(flushTimeoutMs);
+  while (polling.load(std::memory_order_acquire) && emptyPolls.load(std::memory_order_acquire) < start + 2) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return true;
+}
+
 void ProxyService::Impl::run() {
+  struct Stopped {  // start() set `polling`
+    std::atomic<bool>& polling;
+    ~Stopped() { polling.store(false, std::memory_order_release); }
+  } stopped{polling};
   // The device first: a CUDA call on a fresh thread would otherwise make a context on GPU 0.
   if (device >= 0) {
     try {
@@ -57,6 +79,7 @@ void ProxyService::Impl::run() {
   while (!abandoning.load(std::memory_order_relaxed)) {
     std::optional<device::ProxyTrigger> trigger = fifo.poll();
     if (!trigger) {
+      emptyPolls.fetch_add(1, std::memory_order_acq_rel);
       if (stopping.load(std::memory_order_acquire)) break;
       // Spin while work is likely to follow (latency), then give the core away now and then.
       if (++idle > 4096) std::this_thread::yield();
@@ -85,13 +108,13 @@ void ProxyService::Impl::carryOut(const device::ProxyTrigger& trigger) {
   {
     std::lock_guard lock(mutex);
     auto lookup = [&](uint32_t id, const char* what) -> const RegisteredMemory* {
-      if (id >= memories.size()) {
+      if (id >= memories.size() || !memories[id].valid()) {
         throw Error(ErrorCategory::kInvalidArgument,
                     std::string("trigger names ") + what + " memory " + std::to_string(id) + ", which does not exist");
       }
       return &memories[id];
     };
-    if (trigger.semaphore() >= semaphores.size()) {
+    if (trigger.semaphore() >= semaphores.size() || !semaphores[trigger.semaphore()]) {
       throw Error(ErrorCategory::kInvalidArgument,
                   "trigger names semaphore " + std::to_string(trigger.semaphore()) + ", which does not exist");
     }
@@ -121,6 +144,12 @@ uint32_t ProxyService::addMemory(RegisteredMemory memory) {
   if (impl_->memories.size() > device::ProxyTrigger::kMaxId) {
     throw Error(ErrorCategory::kInvalidArgument, "ProxyService::addMemory: more than 2^20 memories");
   }
+  if (!impl_->freeMemories.empty()) {
+    const uint32_t id = impl_->freeMemories.back();
+    impl_->freeMemories.pop_back();
+    impl_->memories[id] = std::move(memory);
+    return id;
+  }
   impl_->memories.push_back(std::move(memory));
   return uint32_t(impl_->memories.size() - 1);
 }
@@ -131,22 +160,52 @@ uint32_t ProxyService::addSemaphore(std::shared_ptr<HostSemaphore> semaphore) {
   if (impl_->semaphores.size() > device::ProxyTrigger::kMaxId) {
     throw Error(ErrorCategory::kInvalidArgument, "ProxyService::addSemaphore: more than 2^20 semaphores");
   }
+  if (!impl_->freeSemaphores.empty()) {
+    const uint32_t id = impl_->freeSemaphores.back();
+    impl_->freeSemaphores.pop_back();
+    impl_->semaphores[id] = std::move(semaphore);
+    return id;
+  }
   impl_->semaphores.push_back(std::move(semaphore));
   return uint32_t(impl_->semaphores.size() - 1);
+}
+
+void ProxyService::remove(const std::vector<uint32_t>& memories, const std::vector<uint32_t>& semaphores) {
+  if (memories.empty() && semaphores.empty()) return;
+  if (!impl_->drained()) {
+    logWarning("proxy of rank " + std::to_string(impl_->communicator.rank()) + ": triggers still queued after " +
+               std::to_string(impl_->flushTimeoutMs) + " ms; keeping " + std::to_string(memories.size()) +
+               " memories and " + std::to_string(semaphores.size()) + " semaphores they may name");
+    return;
+  }
+  std::lock_guard lock(impl_->mutex);
+  for (uint32_t id : memories) {
+    if (id < impl_->memories.size() && impl_->memories[id].valid()) {
+      impl_->memories[id] = RegisteredMemory();
+      impl_->freeMemories.push_back(id);
+    }
+  }
+  for (uint32_t id : semaphores) {
+    if (id < impl_->semaphores.size() && impl_->semaphores[id]) {
+      impl_->semaphores[id].reset();
+      impl_->freeSemaphores.push_back(id);
+    }
+  }
 }
 
 device::PortChannelHandle ProxyService::portChannel(uint32_t semaphore, uint32_t dstMemory, uint32_t srcMemory,
                                                     int channel) const {
   std::lock_guard lock(impl_->mutex);
-  auto check = [](uint32_t id, size_t count, const char* what) {
-    if (id >= count) {
-      throw Error(ErrorCategory::kInvalidArgument,
-                  std::string("ProxyService::portChannel: ") + what + " " + std::to_string(id) + " was not added");
+  auto check = [](uint32_t id, bool added, const char* what) {
+    if (!added) {
+      throw Error(ErrorCategory::kInvalidArgument, std::string("ProxyService::portChannel: ") + what + " " +
+                                                       std::to_string(id) + " was not added (or was removed)");
     }
   };
-  check(semaphore, impl_->semaphores.size(), "semaphore");
-  check(dstMemory, impl_->memories.size(), "dst memory");
-  check(srcMemory, impl_->memories.size(), "src memory");
+  auto memoryAdded = [&](uint32_t id) { return id < impl_->memories.size() && impl_->memories[id].valid(); };
+  check(semaphore, semaphore < impl_->semaphores.size() && impl_->semaphores[semaphore], "semaphore");
+  check(dstMemory, memoryAdded(dstMemory), "dst memory");
+  check(srcMemory, memoryAdded(srcMemory), "src memory");
   const HostSemaphore& host = *impl_->semaphores[semaphore];
   const int peer = host.connection().remoteRank();
   device::PortChannelHandle handle;
@@ -163,6 +222,7 @@ void ProxyService::start() {
   if (impl_->thread.joinable()) return;
   impl_->stopping = false;
   impl_->abandoning = false;
+  impl_->polling = true;
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
 }
 

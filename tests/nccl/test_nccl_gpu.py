@@ -1,7 +1,7 @@
 """libloom_nccl.so under an unchanged torch.distributed program (gpu/torch_collectives.py), started by
 torchrun with LD_PRELOAD: every collective, eagerly and replayed from torch.cuda.graph, values checked.
-World size 1 on one GPU (every call a local copy or nothing, on the call's stream), and world size 2
-where the host has 2 GPUs. Skipped, with the reason, without GPUs, torch or the library."""
+World size 1 on one GPU (every call a local copy or nothing, on the call's stream), and world sizes 2,
+4 and 8 where the host has that many GPUs. Skipped, with the reason, without GPUs, torch or the library."""
 
 from __future__ import annotations
 
@@ -26,8 +26,13 @@ def _torchrun(world: int, tmp_path: Path, **env: str) -> str:
     pytest.importorskip("torch", reason="the program is a torch.distributed job")
     if not LIBRARY.exists():
         pytest.skip(f"{LIBRARY} was not built (needs the CUDA toolkit and nccl.h at build time)")
+    # The bundled plans installed as docs/nccl.md says (`loom install-plans`), into a cache of this test's own.
+    cache = {"LOOM_CACHE_DIR": str(tmp_path / "cache")}
+    install = [sys.executable, "-m", "loom", "install-plans"]
+    subprocess.run(install, check=True, capture_output=True, timeout=120, env={**os.environ, **cache})
     environment = {
         **os.environ,
+        **cache,
         "LD_PRELOAD": str(LIBRARY),
         "LOOM_NCCL_DEBUG": "INFO",
         "NCCL_NVLS_ENABLE": "0",
@@ -56,8 +61,9 @@ def test_torch_world_size_one(tmp_path: Path) -> None:
 
 
 @pytest.mark.gpu
-def test_torch_world_size_two(tmp_path: Path) -> None:
-    logs = _torchrun(2, tmp_path)
+@pytest.mark.parametrize("world", [2, 4, 8], ids=["2_gpus", "4_gpus", "8_gpus"])
+def test_torch_on_gpus(world: int, tmp_path: Path) -> None:
+    logs = _torchrun(world, tmp_path)
     assert "Loom plan '" in logs, logs[-4000:]
 
 

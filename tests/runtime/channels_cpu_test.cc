@@ -296,5 +296,39 @@ TEST(PortChannelOnHost, AFailedTriggerIsLoggedKeptAndThrownByCheck) {
   }));
 }
 
+// A removed memory or semaphore is let go once the triggers queued before are carried out (a peer's
+// memory is unmapped with it), its id is reused, and nothing can name it meanwhile.
+TEST(PortChannelOnHost, RemovedIdsAreLetGoAfterTheQueuedTriggersAndReused) {
+  expectAllOk(runCommunicators(2, [](Communicator& comm) {
+    const int peer = 1 - comm.rank();
+    std::vector<uint8_t> buffer = randomBytes(300 + comm.rank(), 1 << 16);
+    RegisteredMemory local = comm.registerMemory(buffer.data(), buffer.size(), Transport::kTcp);
+    comm.sendMemory(local, peer, 3);
+    RegisteredMemory remote = comm.recvMemory(peer, 3);
+    auto semaphore = std::make_shared<HostSemaphore>(comm, comm.connect(peer, Transport::kTcp, 3), 3);
+    ProxyService proxy(comm);
+    const uint32_t semaphoreId = proxy.addSemaphore(semaphore);
+    const uint32_t remoteId = proxy.addMemory(remote);
+    const uint32_t localId = proxy.addMemory(local);
+    device::PortChannelHandle handle = proxy.portChannel(semaphoreId, remoteId, localId);
+    proxy.start();
+    const uint64_t half = buffer.size() / 2;  // the first half goes into the peer's second
+    for (int round = 0; round < 30; ++round) handle.put(half, 0, half);  // still queued when removed
+    handle.signal();
+    proxy.remove({remoteId});  // waits for the puts above, which name it
+    proxy.check();
+    EXPECT_EQ(proxy.triggersDone(), 31u);
+    handle.wait();  // the peer's puts have landed too
+    EXPECT_EQ(0, std::memcmp(buffer.data() + half, randomBytes(300 + peer, buffer.size()).data(), half));
+    EXPECT_THROW(proxy.portChannel(semaphoreId, remoteId, localId), Error);
+    EXPECT_EQ(proxy.addMemory(remote), remoteId);  // the id is reused
+    proxy.remove({remoteId, localId}, {semaphoreId});
+    EXPECT_THROW(proxy.portChannel(semaphoreId, remoteId, localId), Error);
+    EXPECT_EQ(proxy.addSemaphore(semaphore), semaphoreId);
+    proxy.remove({7}, {9});  // ids never added: nothing happens
+    comm.bootstrap().barrier();
+  }));
+}
+
 }  // namespace
 }  // namespace loom

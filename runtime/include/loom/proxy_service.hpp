@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "loom/communicator.hpp"
 #include "loom/device/port_channel_device.hpp"
@@ -32,6 +33,13 @@ class ProxyService {
   // Ids for port channels (below 2^20). Both may be called while the proxy runs.
   uint32_t addMemory(RegisteredMemory memory);
   uint32_t addSemaphore(std::shared_ptr<HostSemaphore> semaphore);
+  // Gives back ids that no program will name again (those of a call context or a plan being freed,
+  // after their kernels ended): once every trigger queued before this call is carried out, the proxy
+  // lets go of them, and of the mappings of peers' memory behind them (a peer may free that memory
+  // and hand out a new allocation in the same place, which this process could not map while the old
+  // mapping is open), and later add calls reuse the ids. Never throws: if the proxy does not drain
+  // within the flush timeout, the entries stay and a warning says so.
+  void remove(const std::vector<uint32_t>& memories, const std::vector<uint32_t>& semaphores = {});
   // The device handle of a port channel: the semaphore (and its connection), the peer's memory as
   // destination, this rank's memory as source. `channel` only labels timeout reports.
   device::PortChannelHandle portChannel(uint32_t semaphore, uint32_t dstMemory, uint32_t srcMemory,
