@@ -2,6 +2,7 @@
 
 python bench/plot_collectives.py docs/perf/data/executor_2xh200_instances1.json docs/perf/executor.png
 python bench/plot_collectives.py FAST.json OUT.png --generic GENERIC.json   # adds the generic path's Loom line
+python bench/plot_collectives.py CANDIDATES.json OUT.png --best   # an --every-plan run: the fastest plan per size
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def main(source: str, target: str, generic: str | None = None) -> None:
+def main(source: str, target: str, generic: str | None = None, best: bool = False) -> None:
     data = json.load(open(source))
+    if best:
+        from tune_plans import fastest  # beside this file
+
+        data["rows"] = [row for _, row in sorted(fastest(data["rows"]).items())]
     generic_rows = json.load(open(generic))["rows"] if generic else []
     collectives = sorted({row["collective"] for row in data["rows"]})
     figure, axes = plt.subplots(2, len(collectives), figsize=(5 * len(collectives), 8), squeeze=False)
@@ -57,5 +62,6 @@ if __name__ == "__main__":
     parser.add_argument("source", help="collective_bench.py --out JSON")
     parser.add_argument("target", help="PNG to write")
     parser.add_argument("--generic", help="a run of the same sizes with LOOM_FAST_PATH=0, drawn beside")
+    parser.add_argument("--best", action="store_true", help="source is an --every-plan run: draw the fastest plan per size")
     arguments = parser.parse_args()
-    main(arguments.source, arguments.target, arguments.generic)
+    main(arguments.source, arguments.target, arguments.generic, arguments.best)

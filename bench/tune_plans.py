@@ -29,18 +29,18 @@ from loom.algorithms.tuned_sizes import INSTANCE_DIVISORS, TABLE_FILE, Row
 # The grid, per algorithm: instance counts for 2 ranks, threads per block, and the message sizes worth
 # timing it at. More ranks try those counts and the same divided by INSTANCE_DIVISORS (the untuned
 # bundled plans' scaling, which on 4 H200s left the bandwidth plans far too few blocks), up to
-# MAX_BLOCKS_PER_RANK thread blocks.
+# MAX_BLOCKS_PER_RANK thread blocks. The library takes at most 64 instances.
 GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "allreduce_allpairs_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
     "allreduce_twoshot_packet": ((8, 16), (512,), 0, 4 * MiB),
-    "allreduce_rs_ag": ((16, 32, 64), (1024,), 64 * KiB, GiB),
-    "allreduce_rs_ag_pipelined": ((32, 64), (1024,), 16 * MiB, GiB),
-    "allreduce_zero_copy": ((16, 64), (1024,), 64 * KiB, GiB),
+    "allreduce_rs_ag": ((16, 32, 48, 64), (1024,), 64 * KiB, GiB),
+    "allreduce_rs_ag_pipelined": ((32, 48, 64), (1024,), 16 * MiB, GiB),
+    "allreduce_zero_copy": ((16, 32, 64), (1024,), 64 * KiB, GiB),
     "allgather_fullmesh_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
-    "allgather_fullmesh": ((8, 16, 32, 64), (1024,), 16 * KiB, GiB),
+    "allgather_fullmesh": ((8, 16, 32, 40, 64), (1024,), 16 * KiB, GiB),
     "reducescatter_fullmesh_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
-    "reducescatter_read": ((8, 16, 32, 64), (1024,), 64 * KiB, GiB),
-    "reducescatter_fullmesh": ((16, 64), (1024,), 64 * KiB, GiB),
+    "reducescatter_read": ((8, 16, 32, 48, 64), (1024,), 64 * KiB, GiB),
+    "reducescatter_fullmesh": ((16, 32, 64), (1024,), 64 * KiB, GiB),
 }
 # A plan's blocks must all be resident at once (they wait for each other); an H100 or H200 has 132
 # multiprocessors and a 1024-thread block takes one.
@@ -110,21 +110,26 @@ def _boundary(smaller: int, larger: int) -> int:
     return int(round(math.sqrt(smaller * larger)))
 
 
+def fastest(rows: list[dict]) -> dict[tuple[str, int], dict]:
+    """{(collective, bytes): the fastest candidate's row} of an --every-plan run, wrong results left out."""
+    best: dict[tuple[str, int], dict] = {}
+    for row in rows:
+        if "loom_us" not in row or row.get("max_relative_difference", 0.0) > 1e-5:
+            continue
+        key = (row["collective"], row["bytes"])
+        if key not in best or row["loom_us"] < best[key]["loom_us"]:
+            best[key] = row
+    return best
+
+
 def pick(rows: list[dict], world_size: int) -> list[Row]:
     """The table rows (algorithm, smallest bytes, largest bytes, instances, threads) the measurements
     choose: per collective, the fastest candidate at each measured size, neighbouring sizes with the same
     winner merged, ranges covering 0 to 1 GiB. Results that differ from NCCL's are never chosen."""
     table: list[Row] = []
+    winners = fastest(rows)
     for collective in sorted({row["collective"] for row in rows}):
-        best: dict[int, dict] = {}
-        for row in rows:
-            if row["collective"] != collective or "loom_us" not in row:
-                continue
-            if row.get("max_relative_difference", 0.0) > 1e-5:
-                continue
-            size = row["bytes"]
-            if size not in best or row["loom_us"] < best[size]["loom_us"]:
-                best[size] = row
+        best = {size: row for (name, size), row in winners.items() if name == collective}
         sizes = sorted(best)
         if sizes and sizes[-1] < GiB:
             print(f"pick: {collective} was measured up to {sizes[-1]} bytes only", file=sys.stderr)

@@ -85,6 +85,7 @@ void bindExecutor(py::module_& module) {
         out["specialized_transfers"] = stats.specializedTransfers;
         out["generic_transfers"] = stats.genericTransfers;
         out["inlined_contexts"] = stats.inlinedContexts;
+        out["proxy_memories"] = stats.proxyMemories;
         out["launches"] = stats.launches;
         return out;
       });

@@ -405,7 +405,9 @@ bool Executor::onGpu() const { return impl_->backend->onGpu(); }
 bool Executor::capturing(void* stream) const { return impl_->backend->capturing(stream); }
 ExecutorStats Executor::stats() const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->stats;
+  ExecutorStats stats = impl_->stats;
+  stats.proxyMemories = impl_->proxy ? impl_->proxy->memoriesHeld() : 0;
+  return stats;
 }
 
 void Executor::execute(const Plan& plan, const void* input, void* output, uint64_t messageBytes, DataType type,

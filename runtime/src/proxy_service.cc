@@ -170,6 +170,11 @@ uint32_t ProxyService::addSemaphore(std::shared_ptr<HostSemaphore> semaphore) {
   return uint32_t(impl_->semaphores.size() - 1);
 }
 
+uint64_t ProxyService::memoriesHeld() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->memories.size() - impl_->freeMemories.size();
+}
+
 void ProxyService::remove(const std::vector<uint32_t>& memories, const std::vector<uint32_t>& semaphores) {
   if (memories.empty() && semaphores.empty()) return;
   if (!impl_->drained()) {

@@ -160,6 +160,31 @@ def _run_and_check(plan, dtype_name: str, sizes: list[int]) -> None:
         assert results[rank]["launches"] == len(calls)
 
 
+def test_the_proxy_lets_go_of_the_memories_of_contexts_that_are_dropped():
+    """Each call on new buffers builds a context, which adds its and its peers' memories to the proxy; the
+    cache drops the oldest beyond 64 per plan, and those give their memories back. Before, the proxy kept
+    them all, mapped: on 4 H200s a peer's freed scratch, allocated anew, could then not be mapped."""
+    plan = _plan("allreduce_hierarchical", 4, 2, False)
+
+    def body(bootstrap):
+        executor = loom.Executor(_native.Communicator(bootstrap, host_only=True))
+        kept, held = [], []  # buffers stay alive, so every call has new addresses
+        for call in range(100):
+            kept.append((np.full(256, call, np.float32), np.zeros(256, np.float32)))
+            executor.execute(plan, *kept[-1])
+            held.append(executor.stats()["proxy_memories"])
+        assert np.array_equal(kept[-1][1], np.full(256, 4 * 99, np.float32))
+        return held, executor.stats()["contexts_built"]
+
+    results = run_ranks(4, _native.UniqueId.create("127.0.0.1"), body, timeout_ms=60000)
+    for rank in range(4):
+        if isinstance(results[rank], BaseException):
+            raise results[rank]
+        held, contexts = results[rank]
+        assert contexts == 100
+        assert held[0] > 0 and held[-1] == 64 * held[0], held  # 64 contexts' worth: those cached
+
+
 def test_port_channel_packets_packed_in_scratch_then_forwarded():
     """MSCCL++'s pattern: pack locally (copy_packets), send the packed scratch with a port channel's
     put_packets (forwarded as packets: read_put_packet), unpack at the peer."""

@@ -143,6 +143,7 @@ def test_second_call_with_same_buffers_builds_nothing():
         "specialized_transfers": 0,  # its signals and waits keep rs_ag off the fast path (inline programs)
         "generic_transfers": stats["generic_transfers"],
         "inlined_contexts": 0,
+        "proxy_memories": 0,  # no port channels
     }
     assert stats["generic_transfers"] > 0
     assert np.array_equal(target, np.full(1024, 2, np.float32))

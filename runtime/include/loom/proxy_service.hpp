@@ -40,6 +40,8 @@ class ProxyService {
   // mapping is open), and later add calls reuse the ids. Never throws: if the proxy does not drain
   // within the flush timeout, the entries stay and a warning says so.
   void remove(const std::vector<uint32_t>& memories, const std::vector<uint32_t>& semaphores = {});
+  // How many memories it holds now (added and not removed).
+  uint64_t memoriesHeld() const;
   // The device handle of a port channel: the semaphore (and its connection), the peer's memory as
   // destination, this rank's memory as source. `channel` only labels timeout reports.
   device::PortChannelHandle portChannel(uint32_t semaphore, uint32_t dstMemory, uint32_t srcMemory,
