@@ -9,6 +9,7 @@
 #   scripts/multi_gpu_run.sh nccl    # libloom_nccl.so under torchrun; nccl-tests with MPI, 0 wrong, 8 B - 1 GiB;
 #                                    # compute-sanitizer on plan checks (nccl-only and sanitizer: either half)
 #   scripts/multi_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; generic path too), demo
+#                                    # (bench-graph, bench-eager, bench-generic, demo: one part each)
 #   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
@@ -48,12 +49,16 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUT/NAME
   tail -n 6 "$out/$name.log"
   [ $rc -eq 0 ] || status=1
 }
-tuned_plans() { python3 bench/tuned_plans.py --world-size "$gpus" --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1; }
+tuned_plans() {  # once per call
+  [ -e "$out/tuned_plans.log" ] ||
+    python3 bench/tuned_plans.py --world-size "$gpus" --out build-gpu/tuned_plans >"$out/tuned_plans.log" 2>&1
+}
 stages=()
 for stage in "$@"; do
   case $stage in
     check) stages+=(executor shared) ;;
     nccl) stages+=(nccl sanitizer) ;;
+    bench) stages+=(bench-graph bench-eager bench-generic demo) ;;
     nccl-only) stages+=(nccl) ;;
     *) stages+=("$stage") ;;
   esac
@@ -75,16 +80,24 @@ case $stage in
   sanitizer)
     step sanitizer 150 "${pytest[@]}" tests/executor/test_executor_gpu.py -k sanitizer
     ;;
-  bench)
+  bench-graph | bench-eager | bench-generic)
     tuned_plans
     launch=(python3 -m loom.launch -n "$gpus" --timeout 200 bench/collective_bench.py --plans build-gpu/tuned_plans)
     # All-to-all too from 4 GPUs (issue 21); at 2 it is a plain exchange.
     [ "$gpus" -ge 4 ] && launch+=(--collectives allreduce,allgather,reducescatter,alltoall)
-    step bench_graph 170 "${launch[@]}" --mode graph --out "$out/bench_graph.json"
-    step bench_eager-reused 120 "${launch[@]}" --mode eager-reused --out "$out/bench_eager-reused.json"
-    step bench_eager-fresh 120 "${launch[@]}" --mode eager-fresh --out "$out/bench_eager-fresh.json"
-    LOOM_FAST_PATH=0 step bench_graph_generic 120 "${launch[@]}" --mode graph --max-bytes 1048576 \
-      --out "$out/bench_graph_generic.json"
+    case $stage in
+      bench-graph) step bench_graph 170 "${launch[@]}" --mode graph --out "$out/bench_graph.json" ;;
+      bench-eager)
+        step bench_eager-reused 120 "${launch[@]}" --mode eager-reused --out "$out/bench_eager-reused.json"
+        step bench_eager-fresh 120 "${launch[@]}" --mode eager-fresh --out "$out/bench_eager-fresh.json"
+        ;;
+      bench-generic)
+        LOOM_FAST_PATH=0 step bench_graph_generic 120 "${launch[@]}" --mode graph --max-bytes 1048576 \
+          --out "$out/bench_graph_generic.json"
+        ;;
+    esac
+    ;;
+  demo)
     step demo 60 python3 -m loom demo
     ;;
   fast)
@@ -116,7 +129,8 @@ case $stage in
     step apply 120 bash -c "python3 bench/tune_plans.py pick build-gpu/candidates_${gpus}r.json --write &&
       python3 plans/build_default_plans.py"
     mkdir -p "$out/applied/plans"
-    cp compiler/loom/algorithms/tuned_sizes.json "$out/applied/"
+    # The table the package here reads (build-gpu/site's copy, which pick --write changed).
+    cp "$(python3 -c 'from loom.algorithms.tuned_sizes import TABLE_FILE; print(TABLE_FILE)')" "$out/applied/"
     cp plans/default/*"_${gpus}r"*.json "$out/applied/plans/" 2>/dev/null
     ;;
   profile)
