@@ -62,6 +62,8 @@ if __name__ == "__main__":
     parser.add_argument("source", help="collective_bench.py --out JSON")
     parser.add_argument("target", help="PNG to write")
     parser.add_argument("--generic", help="a run of the same sizes with LOOM_FAST_PATH=0, drawn beside")
-    parser.add_argument("--best", action="store_true", help="source is an --every-plan run: draw the fastest plan per size")
+    parser.add_argument(
+        "--best", action="store_true", help="source is an --every-plan run: draw the fastest plan per size"
+    )
     arguments = parser.parse_args()
     main(arguments.source, arguments.target, arguments.generic, arguments.best)

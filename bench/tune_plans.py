@@ -7,7 +7,8 @@ to run at which message size (loom.algorithms.tuned_sizes). Three steps, the mid
 
 ``candidates`` compiles a grid of candidate plans (one node, out of place; each named
 ``<algorithm>_<n>r_i<instances>_t<threads>``, over the sizes its kind suits). ``pick`` takes the
-fastest candidate at each measured size (graph replay), merges neighbouring sizes with the same winner
+fastest candidate at each measured size (graph replay; the winner of the size below where it is within
+``TIE`` of the fastest), merges neighbouring sizes with the same winner
 into a range, puts each boundary halfway (in log scale) between two measured sizes, and prints the
 rows; ``--write`` stores them, with the device and date, as that world size's table in
 compiler/loom/algorithms/tuned_sizes.json, which bench/tuned_plans.py and the bundled default plans
@@ -110,27 +111,41 @@ def _boundary(smaller: int, larger: int) -> int:
     return int(round(math.sqrt(smaller * larger)))
 
 
+def _right(row: dict) -> bool:
+    """A timed Loom result that equals NCCL's (within float32 rounding)."""
+    return "loom_us" in row and row.get("max_relative_difference", 0.0) <= 1e-5
+
+
 def fastest(rows: list[dict]) -> dict[tuple[str, int], dict]:
     """{(collective, bytes): the fastest candidate's row} of an --every-plan run, wrong results left out."""
     best: dict[tuple[str, int], dict] = {}
-    for row in rows:
-        if "loom_us" not in row or row.get("max_relative_difference", 0.0) > 1e-5:
-            continue
+    for row in filter(_right, rows):
         key = (row["collective"], row["bytes"])
         if key not in best or row["loom_us"] < best[key]["loom_us"]:
             best[key] = row
     return best
 
 
+# Candidates within this fraction of the fastest count as tied (graph replay of small messages moves by
+# more between runs): a tie goes to the plan that won the size below, so noise makes no extra ranges.
+TIE = 0.03
+
+
 def pick(rows: list[dict], world_size: int) -> list[Row]:
     """The table rows (algorithm, smallest bytes, largest bytes, instances, threads) the measurements
-    choose: per collective, the fastest candidate at each measured size, neighbouring sizes with the same
-    winner merged, ranges covering 0 to 1 GiB. Results that differ from NCCL's are never chosen."""
+    choose: per collective, the fastest candidate at each measured size (or the previous size's winner,
+    if tied with it), neighbouring sizes with the same winner merged, ranges covering 0 to 1 GiB.
+    Results that differ from NCCL's are never chosen."""
     table: list[Row] = []
     winners = fastest(rows)
+    measured = {(row["collective"], row["bytes"], row["plan"]): row for row in rows if _right(row)}
     for collective in sorted({row["collective"] for row in rows}):
         best = {size: row for (name, size), row in winners.items() if name == collective}
         sizes = sorted(best)
+        for previous, size in zip(sizes, sizes[1:], strict=False):
+            kept = measured.get((collective, size, best[previous]["plan"]))
+            if kept and kept["loom_us"] <= best[size]["loom_us"] * (1 + TIE):
+                best[size] = kept
         if sizes and sizes[-1] < GiB:
             print(f"pick: {collective} was measured up to {sizes[-1]} bytes only", file=sys.stderr)
         runs: list[tuple[str, int, int]] = []  # (plan, first measured size, last measured size)

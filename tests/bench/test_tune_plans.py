@@ -84,3 +84,16 @@ def test_a_written_table_is_what_the_bundled_plans_and_the_benchmark_use(tmp_pat
     assert table_for(4) == rows
     assert table_for(2) == tuned_sizes.TABLE
     assert list(json.loads(path.read_text())) == ["2", "4"]
+
+
+def test_pick_keeps_the_winner_of_the_size_below_when_it_is_within_the_tie_margin():
+    one = tune_plans.candidate_name(2, "allreduce_allpairs_packet", 1, 256)
+    eight = tune_plans.candidate_name(2, "allreduce_allpairs_packet", 8, 512)
+    rows = [_row("allreduce", 1 * KiB, one, 5.0), _row("allreduce", 1 * KiB, eight, 6.0)]
+    rows += [_row("allreduce", 4 * KiB, one, 5.1), _row("allreduce", 4 * KiB, eight, 5.0)]  # 2% apart: a tie
+    rows += [_row("allreduce", 16 * KiB, one, 6.0), _row("allreduce", 16 * KiB, eight, 5.0)]  # 20%: not
+    rows += [_row("allreduce", GiB, eight, 3000.0)]
+    assert tune_plans.pick(rows, 2) == [
+        ("allreduce_allpairs_packet", 0, 8 * KiB, 1, 256),
+        ("allreduce_allpairs_packet", 8 * KiB + 1, GiB, 8, 512),
+    ]
