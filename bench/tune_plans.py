@@ -30,22 +30,22 @@ from loom.algorithms.tuned_sizes import INSTANCE_DIVISORS, TABLE_FILE, Row
 # The grid, per algorithm: instance counts for 2 ranks, threads per block, and the message sizes worth
 # timing it at. More ranks try those counts and the same divided by INSTANCE_DIVISORS (the untuned
 # bundled plans' scaling, which on 4 H200s left the bandwidth plans far too few blocks), up to
-# MAX_BLOCKS_PER_RANK thread blocks. The library takes at most 64 instances.
+# MAX_THREADS_PER_RANK threads. The library takes at most 64 instances.
 GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "allreduce_allpairs_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
     "allreduce_twoshot_packet": ((8, 16), (512,), 0, 4 * MiB),
-    "allreduce_rs_ag": ((16, 32, 48, 64), (1024,), 64 * KiB, GiB),
-    "allreduce_rs_ag_pipelined": ((32, 48, 64), (1024,), 16 * MiB, GiB),
-    "allreduce_zero_copy": ((16, 32, 64), (1024,), 64 * KiB, GiB),
+    "allreduce_rs_ag": ((16, 32, 48, 64), (512, 1024), 64 * KiB, GiB),
+    "allreduce_rs_ag_pipelined": ((32, 48, 64), (512, 1024), 16 * MiB, GiB),
+    "allreduce_zero_copy": ((16, 32, 64), (512, 1024), 64 * KiB, GiB),
     "allgather_fullmesh_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
-    "allgather_fullmesh": ((8, 16, 32, 40, 64), (1024,), 16 * KiB, GiB),
+    "allgather_fullmesh": ((8, 16, 32, 40, 64), (512, 1024), 16 * KiB, GiB),
     "reducescatter_fullmesh_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
-    "reducescatter_read": ((8, 16, 32, 48, 64), (1024,), 64 * KiB, GiB),
-    "reducescatter_fullmesh": ((16, 32, 64), (1024,), 64 * KiB, GiB),
+    "reducescatter_read": ((8, 16, 32, 48, 64), (512, 1024), 64 * KiB, GiB),
+    "reducescatter_fullmesh": ((16, 32, 64), (512, 1024), 64 * KiB, GiB),
 }
 # A plan's blocks must all be resident at once (they wait for each other); an H100 or H200 has 132
-# multiprocessors and a 1024-thread block takes one.
-MAX_BLOCKS_PER_RANK = 128
+# multiprocessors, and one holds a 1024-thread block of the interpreter or two of 512.
+MAX_THREADS_PER_RANK = 128 * 1024
 
 
 def candidate_grid(world_size: int) -> list[tuple[str, int, int, int, int]]:
@@ -97,9 +97,10 @@ def write_candidates(world_size: int, out: Path, jobs: int | None = None) -> lis
         compiled = list(pool.map(_compile, [world_size] * len(grid), grid))
     written = []
     for name, text in compiled:
-        blocks = len(json.loads(text)["gpus"][0]["threadblocks"])
-        if blocks > MAX_BLOCKS_PER_RANK:
-            print(f"{name}: {blocks} thread blocks per rank, more than {MAX_BLOCKS_PER_RANK}; left out")
+        plan = json.loads(text)
+        blocks = len(plan["gpus"][0]["threadblocks"])
+        if blocks * plan["threads_per_block"] > MAX_THREADS_PER_RANK:
+            print(f"{name}: {blocks} blocks of {plan['threads_per_block']} threads per rank, too many; left out")
             continue
         (out / f"{name}.json").write_text(text)
         written.append(name)
