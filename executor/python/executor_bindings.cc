@@ -86,6 +86,7 @@ void bindExecutor(py::module_& module) {
         out["generic_transfers"] = stats.genericTransfers;
         out["inlined_contexts"] = stats.inlinedContexts;
         out["proxy_memories"] = stats.proxyMemories;
+        out["freed_buffer_contexts_dropped"] = stats.freedBufferContextsDropped;
         out["launches"] = stats.launches;
         return out;
       });

@@ -39,6 +39,8 @@ class CallContext {
   // Sets `program`'s peer shifts for a call whose ranks pass `everyRank`: each peer's input and output
   // addresses against those this context was set up with (the same allocations, or the same addresses).
   void shiftPeers(device::Program& program, const std::vector<RankBuffers>& everyRank) const;
+  // Every rank's buffers of the call that set it up (empty: not bound to user buffers).
+  const std::vector<RankBuffers>& setUpWith() const { return setUpWith_; }
   uint64_t scratchBytes() const { return scratchBytes_; }
   // How many of this context's data ops run specialised and how many generically.
   const TransferCounts& transfers() const { return transfers_; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -189,6 +190,67 @@ struct Executor::Impl {
     return board.get();
   }
 
+  // Contexts set up on user buffers that a rank has freed since: its peers still map the old memory,
+  // and while they do, CUDA refuses to map a new allocation that the free handed out in the same place
+  // (cudaErrorAlreadyMapped). Collective, at every setup of a context on user buffers (every rank sets
+  // one up at the same calls): each rank names its allocations that cached contexts use and that are
+  // gone, and every rank drops the contexts set up on any rank's gone allocation.
+  void dropContextsOnFreedBuffers(void* stream) {
+    const auto me = size_t(communicator->rank());
+    std::vector<uint64_t> gone;
+    for (auto& [hash, entry] : plans) {
+      for (auto& [key, context] : entry.first.contexts) {
+        const std::vector<RankBuffers>& setUp = context.first->setUpWith();
+        if (setUp.size() <= me) continue;
+        const RankBuffers& mine = setUp[me];
+        const std::pair<uint64_t, uint64_t> buffers[] = {{mine.input, mine.inputAllocation},
+                                                         {mine.output, mine.outputAllocation}};
+        for (const auto& [address, id] : buffers) {
+          if (id != 0 && backend->allocationId(reinterpret_cast<const void*>(address)) != id) gone.push_back(id);
+        }
+      }
+    }
+    std::sort(gone.begin(), gone.end());
+    gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+    const auto everyRank = communicator->bootstrap().allGather(
+        std::span(reinterpret_cast<const uint8_t*>(gone.data()), gone.size() * sizeof(uint64_t)));
+    std::vector<std::set<uint64_t>> goneOf(everyRank.size());
+    bool any = false;
+    for (size_t rank = 0; rank < everyRank.size(); ++rank) {
+      for (size_t at = 0; at + sizeof(uint64_t) <= everyRank[rank].size(); at += sizeof(uint64_t)) {
+        uint64_t id = 0;
+        std::memcpy(&id, everyRank[rank].data() + at, sizeof(id));
+        goneOf[rank].insert(id);
+        any = true;
+      }
+    }
+    if (!any) return;
+    const auto usesGone = [&](const CallContext& context) {
+      const std::vector<RankBuffers>& setUp = context.setUpWith();
+      for (size_t rank = 0; rank < setUp.size() && rank < goneOf.size(); ++rank) {
+        if (goneOf[rank].count(setUp[rank].inputAllocation) || goneOf[rank].count(setUp[rank].outputAllocation)) {
+          return true;
+        }
+      }
+      return false;
+    };
+    quiesce(stream, [&] {
+      for (auto& [hash, entry] : plans) {
+        CachedPlan& cached = entry.first;
+        for (auto it = cached.order.begin(); it != cached.order.end();) {
+          auto found = cached.contexts.find(*it);
+          if (found != cached.contexts.end() && usesGone(*found->second.first)) {
+            cached.contexts.erase(found);
+            it = cached.order.erase(it);
+            ++stats.freedBufferContextsDropped;
+          } else {
+            ++it;
+          }
+        }
+      }
+    });
+  }
+
   // The context of this call's shape and every rank's buffers, set up where there is none. A plan
   // bound to user buffers exchanges a few bytes per call for it: which buffers every rank passes (a
   // CUDA graph pays it at capture only). Plans that reach only peers' scratch depend on the size
@@ -216,6 +278,7 @@ struct Executor::Impl {
       return *found->second.first;
     }
     if (!cached.bindsUserBuffers) agreeOnCall(*communicator, nullptr, plan, shape, std::nullopt);
+    if (cached.bindsUserBuffers) dropContextsOnFreedBuffers(stream);
     SetupScope setup;
     PlanResources& resources = *cached.resources;
     // Every rank grows its scratch at the same calls (to the largest any rank needs), so every rank

@@ -144,6 +144,7 @@ def test_second_call_with_same_buffers_builds_nothing():
         "generic_transfers": stats["generic_transfers"],
         "inlined_contexts": 0,
         "proxy_memories": 0,  # no port channels
+        "freed_buffer_contexts_dropped": 0,
     }
     assert stats["generic_transfers"] > 0
     assert np.array_equal(target, np.full(1024, 2, np.float32))

@@ -6,6 +6,7 @@ NVIDIA GPUs or torch.
 - every bundled plan for 2 (4, 8) GPUs the same way (their size ranges opened down to 0);
 - the fast kernel (LOOM_FAST_PATH=1) against the generic one on 2 (4) GPUs, bit for bit (issue 18);
 - buffers that move within their allocations at every call, differently on each rank (gpu/shifted_buffers_check.py);
+- buffers freed (PyTorch's cache emptied) and allocated anew between calls (gpu/freed_buffers_check.py);
 - 1,000 back-to-back and 1,000 graph-replayed calls of each without drift (gpu/drift_check.py);
 - loom.Communicator with torch tensors on 2, 4 and 8 GPUs, eagerly and inside torch.cuda.graph capture
   (gpu/collective_api_check.py);
@@ -149,6 +150,12 @@ def test_fast_and_generic_paths_agree_bit_for_bit(world, tmp_path):
 def test_buffers_moving_within_their_allocations_reuse_one_context_and_stay_right(tmp_path):
     plans = _library_plans(2, tmp_path)
     _launch(2, [str(ROOT / "tests/executor/gpu/shifted_buffers_check.py"), "--plans", str(plans)])
+
+
+@pytest.mark.gpu
+def test_buffers_freed_and_allocated_anew_get_new_contexts_and_stay_right(tmp_path):
+    plans = _library_plans(2, tmp_path)
+    _launch(2, [str(ROOT / "tests/executor/gpu/freed_buffers_check.py"), "--plans", str(plans)])
 
 
 @pytest.mark.gpu

@@ -31,6 +31,7 @@ struct ExecutorStats {
   uint64_t genericTransfers = 0;      // and generically
   uint64_t inlinedContexts = 0;       // contexts whose program travels in the inline kernel's parameters
   uint64_t proxyMemories = 0;  // memories the port channels' proxy holds now: those of the cached contexts
+  uint64_t freedBufferContextsDropped = 0;  // contexts dropped because a rank had freed a buffer they use
 };
 
 // Bytes of one rank's output for a call whose input is `messageBytes` (n x for all-gather, 1/n for
