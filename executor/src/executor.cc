@@ -519,12 +519,12 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
   }
   if (messageBytes == 0) return;
   checkBuffers(plan, rank, layout, input, output);
-  if (impl_->gpuSharers.size() > 1) {
-    if (stream == nullptr) {
-      throw invalid(
-          "stream: ranks sharing one GPU each need a stream of their own; on the legacy default stream "
-          "their kernels run one after another and wait for each other forever");
-    }
+  if (impl_->gpuSharers.size() > 1 && stream == nullptr) {
+    throw invalid(
+        "stream: ranks sharing one GPU each need a stream of their own; on the legacy default stream "
+        "their kernels run one after another and wait for each other forever");
+  }
+  if (impl_->backend->onGpu() && !impl_->gpuSharers.empty()) {
     checkResidency(plan, impl_->gpuSharers, impl_->backend->maxResidentBlocks(plan.threadsPerBlock, type, op), comm);
   }
   try {

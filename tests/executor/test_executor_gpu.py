@@ -166,6 +166,18 @@ def test_graphs_replay_contexts_the_caches_would_have_dropped(tool):
 
 
 @pytest.mark.gpu
+def test_a_plan_with_more_blocks_than_the_gpu_holds_is_refused_not_hung(tmp_path):
+    _need_gpus_and_torch(2)
+    plan = json.loads(compile_algorithm("allreduce_allpairs_packet", 2, verify=False))
+    for gpu in plan["gpus"]:  # 201 blocks per rank: more than one per multiprocessor
+        gpu["threadblocks"] += [{"id": len(gpu["threadblocks"]) + i, "ops": []} for i in range(199)]
+    (tmp_path / "wide.json").write_text(json.dumps(plan))
+    output = _launch(2, [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(tmp_path), "--sizes", "4096"])
+    assert "SKIPPED, its blocks do not fit" in output and "rank 0 on GPU" in output, output[-3000:]
+    assert "would run 201 thread blocks of 1024 threads at once" in output, output[-3000:]
+
+
+@pytest.mark.gpu
 def test_buffers_freed_and_allocated_anew_get_new_contexts_and_stay_right(tmp_path):
     plans = _library_plans(2, tmp_path)
     _launch(2, [str(ROOT / "tests/executor/gpu/freed_buffers_check.py"), "--plans", str(plans)])
