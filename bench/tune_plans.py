@@ -30,7 +30,7 @@ from loom.algorithms.tuned_sizes import INSTANCE_DIVISORS, TABLE_FILE, Row
 # The grid, per algorithm: instance counts for 2 ranks, threads per block, and the message sizes worth
 # timing it at. More ranks try those counts and the same divided by INSTANCE_DIVISORS (the untuned
 # bundled plans' scaling, which on 4 H200s left the bandwidth plans far too few blocks), up to
-# MAX_THREADS_PER_RANK threads. The library takes at most 64 instances.
+# MAX_BLOCKS_PER_RANK thread blocks. The library takes at most 64 instances.
 GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "allreduce_allpairs_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
     "allreduce_twoshot_packet": ((8, 16), (512,), 0, 4 * MiB),
@@ -43,9 +43,9 @@ GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "reducescatter_read": ((8, 16, 32, 48, 64), (512, 1024), 64 * KiB, GiB),
     "reducescatter_fullmesh": ((16, 32, 64), (512, 1024), 64 * KiB, GiB),
 }
-# A plan's blocks must all be resident at once (they wait for each other); an H100 or H200 has 132
-# multiprocessors, and one holds a 1024-thread block of the interpreter or two of 512.
-MAX_THREADS_PER_RANK = 128 * 1024
+# A plan's blocks must all be resident at once (they wait for each other): the executor runs one per
+# multiprocessor and leaves one free (GpuBackend::maxResidentBlocks); an H100 or H200 has 132.
+MAX_BLOCKS_PER_RANK = 128
 
 
 def candidate_grid(world_size: int) -> list[tuple[str, int, int, int, int]]:
@@ -97,10 +97,9 @@ def write_candidates(world_size: int, out: Path, jobs: int | None = None) -> lis
         compiled = list(pool.map(_compile, [world_size] * len(grid), grid))
     written = []
     for name, text in compiled:
-        plan = json.loads(text)
-        blocks = len(plan["gpus"][0]["threadblocks"])
-        if blocks * plan["threads_per_block"] > MAX_THREADS_PER_RANK:
-            print(f"{name}: {blocks} blocks of {plan['threads_per_block']} threads per rank, too many; left out")
+        blocks = len(json.loads(text)["gpus"][0]["threadblocks"])
+        if blocks > MAX_BLOCKS_PER_RANK:
+            print(f"{name}: {blocks} thread blocks per rank, more than {MAX_BLOCKS_PER_RANK}; left out")
             continue
         (out / f"{name}.json").write_text(text)
         written.append(name)

@@ -19,6 +19,10 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
                          const std::vector<RankBuffers>& everyRank, uint64_t serial)
     : setUpWith_(everyRank) {
   const uint32_t rank = uint32_t(communicator.rank());
+  memoryKept_.push_back(resources.scratchMemory());
+  for (const ChannelResources& channel : resources.channels()) {
+    if (channel.staging) memoryKept_.push_back(channel.staging);
+  }
   ResolvedProgram resolved = resolve(resources.plan(), rank, messageBytes);
   threads_ = resources.plan().threadsPerBlock;
   if (fastPathEnabled()) {

@@ -39,6 +39,10 @@ class CallContext {
   // Sets `program`'s peer shifts for a call whose ranks pass `everyRank`: each peer's input and output
   // addresses against those this context was set up with (the same allocations, or the same addresses).
   void shiftPeers(device::Program& program, const std::vector<RankBuffers>& everyRank) const;
+  // Whether a launch of it was captured in a CUDA graph: the graph may replay it at any time, so the
+  // executor keeps it (and what it uses) for as long as the executor lives.
+  bool captured() const { return captured_; }
+  void markCaptured() { captured_ = true; }
   // Every rank's buffers of the call that set it up (empty: not bound to user buffers).
   const std::vector<RankBuffers>& setUpWith() const { return setUpWith_; }
   uint64_t scratchBytes() const { return scratchBytes_; }
@@ -62,6 +66,9 @@ class CallContext {
   uint32_t addToProxy(const RegisteredMemory& memory);
   void upload(PlanResources& resources, Backend& backend, const struct ResolvedProgram& resolved);
 
+  // The plan's scratch and port-channel staging areas it was set up with, kept while it lives though
+  // the plan's grow (a captured launch still uses them). First, so that it goes last.
+  std::vector<std::shared_ptr<void>> memoryKept_;
   RegisteredMemory local_[3];
   std::vector<RegisteredMemory> staging_;  // per channel (port channels only)
   uint32_t localProxyIds_[3] = {0, 0, 0};
@@ -78,6 +85,7 @@ class CallContext {
   uint64_t scratchBytes_ = 0;
   TransferCounts transfers_;
   uint32_t threads_ = 0;
+  bool captured_ = false;
 };
 
 }  // namespace loom

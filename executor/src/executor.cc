@@ -30,7 +30,10 @@ namespace loom {
 namespace {
 
 // Bounds of the caches: plans per executor, contexts (size x buffers) per plan. Evicting is a
-// collective step like building (every rank runs the same calls, so every rank evicts alike).
+// collective step like building (every rank runs the same calls, so every rank evicts alike). A
+// context captured in a CUDA graph is never evicted, nor its plan: the graph may replay it at any time
+// (every rank captures the same calls, so the ranks still evict alike); the caches grow past their
+// bounds rather than drop one.
 constexpr size_t kMaxPlans = 32;
 constexpr size_t kMaxContextsPerPlan = 64;
 
@@ -156,10 +159,14 @@ struct Executor::Impl {
       return found->second.first;
     }
     if (plans.size() >= kMaxPlans) {
-      quiesce(stream, [this] {
-        plans.erase(planOrder.back());
-        planOrder.pop_back();
-      });
+      const auto evictable = std::find_if(planOrder.rbegin(), planOrder.rend(),
+                                          [this](uint64_t hash) { return !hasCaptured(plans.at(hash).first); });
+      if (evictable != planOrder.rend()) {
+        quiesce(stream, [&] {
+          plans.erase(*evictable);
+          planOrder.erase(std::next(evictable).base());
+        });
+      }
     }
     CachedPlan cached;
     cached.resources = std::make_unique<PlanResources>(
@@ -235,20 +242,30 @@ struct Executor::Impl {
       return false;
     };
     quiesce(stream, [&] {
-      for (auto& [hash, entry] : plans) {
-        CachedPlan& cached = entry.first;
-        for (auto it = cached.order.begin(); it != cached.order.end();) {
-          auto found = cached.contexts.find(*it);
-          if (found != cached.contexts.end() && usesGone(*found->second.first)) {
-            cached.contexts.erase(found);
-            it = cached.order.erase(it);
-            ++stats.freedBufferContextsDropped;
-          } else {
-            ++it;
-          }
-        }
-      }
+      for (auto& [hash, entry] : plans) stats.freedBufferContextsDropped += dropContexts(entry.first, usesGone);
     });
+  }
+
+  // Drops the least recently used contexts of `cached` that `which` selects, at most `limit` of them;
+  // returns how many.
+  static size_t dropContexts(CachedPlan& cached, const std::function<bool(const CallContext&)>& which,
+                             size_t limit = SIZE_MAX) {
+    size_t dropped = 0;
+    for (auto it = cached.order.end(); it != cached.order.begin() && dropped < limit;) {
+      --it;
+      auto found = cached.contexts.find(*it);
+      if (found != cached.contexts.end() && which(*found->second.first)) {
+        cached.contexts.erase(found);
+        it = cached.order.erase(it);
+        ++dropped;
+      }
+    }
+    return dropped;
+  }
+
+  static bool hasCaptured(const CachedPlan& cached) {
+    return std::any_of(cached.contexts.begin(), cached.contexts.end(),
+                       [](const auto& entry) { return entry.second.first->captured(); });
   }
 
   // The context of this call's shape and every rank's buffers, set up where there is none. A plan
@@ -290,13 +307,12 @@ struct Executor::Impl {
     }
     quiesce(stream, [&] {
       if (resources.reserveScratch(scratchNeeded)) {
-        // Every context refers to the old scratch (and the peers' old scratch): rebuild them all.
-        cached.contexts.clear();
-        cached.order.clear();
+        // Every context refers to the old scratch (and the peers' old scratch): rebuild them all, but
+        // those captured in graphs, which keep the old one.
+        dropContexts(cached, [](const CallContext& context) { return !context.captured(); });
       }
       if (cached.contexts.size() >= kMaxContextsPerPlan) {
-        cached.contexts.erase(cached.order.back());
-        cached.order.pop_back();
+        dropContexts(cached, [](const CallContext& context) { return !context.captured(); }, 1);
       }
     });
     auto context = std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output,
@@ -328,6 +344,7 @@ struct Executor::Impl {
     }
     std::vector<RankBuffers> everyRank;
     CallContext& context = contextFor(cached, plan, shape, input, output, stream, everyRank);
+    if (backend->capturing(stream)) context.markCaptured();
     if (gpuSharers.size() > 1 &&
         (stats.plansBuilt != before.plansBuilt || stats.contextsBuilt != before.contextsBuilt)) {
       // Ranks sharing a GPU: no rank launches until every rank's setup allocations are done. CUDA may
@@ -502,12 +519,12 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
   }
   if (messageBytes == 0) return;
   checkBuffers(plan, rank, layout, input, output);
-  if (impl_->gpuSharers.size() > 1) {
-    if (stream == nullptr) {
-      throw invalid(
-          "stream: ranks sharing one GPU each need a stream of their own; on the legacy default stream "
-          "their kernels run one after another and wait for each other forever");
-    }
+  if (impl_->gpuSharers.size() > 1 && stream == nullptr) {
+    throw invalid(
+        "stream: ranks sharing one GPU each need a stream of their own; on the legacy default stream "
+        "their kernels run one after another and wait for each other forever");
+  }
+  if (impl_->backend->onGpu() && !impl_->gpuSharers.empty()) {
     checkResidency(plan, impl_->gpuSharers, impl_->backend->maxResidentBlocks(plan.threadsPerBlock, type, op), comm);
   }
   try {

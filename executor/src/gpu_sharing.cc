@@ -70,14 +70,18 @@ void checkResidency(const Plan& plan, const std::vector<int>& sharers, uint32_t 
   uint64_t blocks = 0;
   for (int rank : sharers) blocks += plan.gpu(uint32_t(rank)).threadblocks.size();
   if (blocks <= residentLimit) return;
+  const std::string who = sharers.size() > 1 ? "the " + std::to_string(sharers.size()) + " ranks sharing GPU " +
+                                                   communicator.cudaDeviceBusId() + " (" + rankList(sharers) + ")"
+                                             : "rank " + std::to_string(communicator.rank()) + " on GPU " +
+                                                   communicator.cudaDeviceBusId();
   throw Error(ErrorCategory::kInvalidArgument,
-              "plan '" + plan.name + "': the " + std::to_string(sharers.size()) + " ranks sharing GPU " +
-                  communicator.cudaDeviceBusId() + " (" + rankList(sharers) + ") would run " +
-                  std::to_string(blocks) + " thread blocks of " + std::to_string(plan.threadsPerBlock) +
-                  " threads at once, but the GPU holds at most " + std::to_string(residentLimit) +
-                  " such blocks for ranks sharing it (one per multiprocessor, one multiprocessor left free for "
-                  "other kernels: CUDA's copies and the program's own); they wait for one another, so the call "
-                  "would hang. Use a plan with fewer thread blocks, or fewer ranks on the GPU");
+              "plan '" + plan.name + "': " + who + " would run " + std::to_string(blocks) + " thread blocks of " +
+                  std::to_string(plan.threadsPerBlock) + " threads at once, but the GPU holds at most " +
+                  std::to_string(residentLimit) +
+                  " such blocks (one per multiprocessor, one multiprocessor left free for other kernels: CUDA's "
+                  "copies and the program's own); they wait for one another, so the call would hang. Use a plan "
+                  "with fewer thread blocks" +
+                  (sharers.size() > 1 ? ", or fewer ranks on the GPU" : ""));
 }
 
 }  // namespace loom

@@ -19,8 +19,9 @@ namespace loom {
 // (kernels of different processes take turns on a GPU rather than running at once).
 std::vector<int> checkGpuSharing(const Communicator& communicator);
 
-// Throws when the blocks of `plan` over `sharers` (threadsPerBlock each) outnumber `residentLimit`,
-// the blocks of that size the GPU holds at once: they would wait for one another forever.
+// Throws when the blocks of `plan` over `sharers` (threadsPerBlock each; this rank alone when it has
+// its GPU to itself) outnumber `residentLimit`, the blocks of that size the GPU holds at once: they
+// would wait for one another forever.
 void checkResidency(const Plan& plan, const std::vector<int>& sharers, uint32_t residentLimit,
                     const Communicator& communicator);
 

@@ -61,6 +61,9 @@ class PlanResources {
   // refer to it, here or at peers, must be rebuilt).
   bool reserveScratch(uint64_t bytes);
   void* scratch() const { return scratch_.get(); }
+  // The scratch allocation itself: a context keeps the one it was set up with (a CUDA graph may
+  // replay it after the scratch has grown).
+  const std::shared_ptr<void>& scratchMemory() const { return scratch_; }
   uint64_t scratchBytes() const { return scratchBytes_; }
 
  private:

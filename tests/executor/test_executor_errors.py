@@ -175,3 +175,21 @@ def test_ranks_changing_buffers_at_different_calls_never_reuse_a_context_built_f
         for call, output in enumerate(results[rank]):
             expected = 2 * np.arange(count, dtype=np.float32) * (call + 1) + 1
             assert np.array_equal(output, expected), f"rank {rank}, call {call}: {output[:4]} != {expected[:4]}"
+
+
+def test_the_plan_cache_evicts_the_least_recently_used_plan_beyond_32():
+    plans = [_plan(plan_name=f"cached_{index}") for index in range(34)]
+
+    def body(executor, rank):
+        source, target = np.ones(256, np.float32), np.zeros(256, np.float32)
+        built = []
+        for plan in [*plans, plans[-1], plans[0]]:  # the last is cached, the first was evicted
+            executor.execute(plan, source, target)
+            built.append(executor.stats()["plans_built"])
+        return built, target
+
+    results = _on_ranks(2, body)
+    for rank in range(2):
+        built, target = results[rank]
+        assert built[33:] == [34, 34, 35], built
+        assert np.array_equal(target, np.full(256, 2, np.float32))

@@ -7,6 +7,8 @@ NVIDIA GPUs or torch.
 - the fast kernel (LOOM_FAST_PATH=1) against the generic one on 2 (4) GPUs, bit for bit (issue 18);
 - buffers that move within their allocations at every call, differently on each rank (gpu/shifted_buffers_check.py);
 - buffers freed (PyTorch's cache emptied) and allocated anew between calls (gpu/freed_buffers_check.py);
+- CUDA graphs replayed after the executor's caches turned over (gpu/graph_lifetime_check.py), also under
+  compute-sanitizer memcheck;
 - 1,000 back-to-back and 1,000 graph-replayed calls of each without drift (gpu/drift_check.py);
 - loom.Communicator with torch tensors on 2, 4 and 8 GPUs, eagerly and inside torch.cuda.graph capture
   (gpu/collective_api_check.py);
@@ -150,6 +152,29 @@ def test_fast_and_generic_paths_agree_bit_for_bit(world, tmp_path):
 def test_buffers_moving_within_their_allocations_reuse_one_context_and_stay_right(tmp_path):
     plans = _library_plans(2, tmp_path)
     _launch(2, [str(ROOT / "tests/executor/gpu/shifted_buffers_check.py"), "--plans", str(plans)])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", ["none", "memcheck"])
+def test_graphs_replay_contexts_the_caches_would_have_dropped(tool):
+    _need_gpus_and_torch(2)
+    program = [str(ROOT / "tests/executor/gpu/graph_lifetime_check.py")]
+    if tool != "none":
+        sanitizer = ["--no-python", compute_sanitizer(), "--tool", tool, "--error-exitcode", "9"]
+        program = [*sanitizer, "--target-processes", "all", sys.executable, *program]
+    _launch(2, program)
+
+
+@pytest.mark.gpu
+def test_a_plan_with_more_blocks_than_the_gpu_holds_is_refused_not_hung(tmp_path):
+    _need_gpus_and_torch(2)
+    plan = json.loads(compile_algorithm("allreduce_allpairs_packet", 2, verify=False))
+    for gpu in plan["gpus"]:  # 201 blocks per rank: more than one per multiprocessor
+        gpu["threadblocks"] += [{"id": len(gpu["threadblocks"]) + i, "ops": []} for i in range(199)]
+    (tmp_path / "wide.json").write_text(json.dumps(plan))
+    output = _launch(2, [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(tmp_path), "--sizes", "4096"])
+    assert "SKIPPED, its blocks do not fit" in output and "rank 0 on GPU" in output, output[-3000:]
+    assert "would run 201 thread blocks of 1024 threads at once" in output, output[-3000:]
 
 
 @pytest.mark.gpu

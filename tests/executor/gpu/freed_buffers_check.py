@@ -39,12 +39,7 @@ def check_rank(bootstrap, args: argparse.Namespace) -> int:
     rank, world = bootstrap.rank, bootstrap.world_size
     executor = loom.Executor(_native.Communicator(bootstrap))
     failures = 0
-    for path in sorted(Path(args.plans).glob("*.json")):
-        plan = _native.Plan.load(str(path))
-        unit = 4 * world
-        size = args.size // unit * unit
-        if plan.world_size != world or plan.inplace or not plan.min_message_bytes <= size <= plan.max_message_bytes:
-            continue
+    for path, plan, size in ranks.out_of_place_plans(args.plans, world, args.size):
         seed = zlib.crc32(path.name.encode())
         bases = [make_input(seed, r, size, DTYPE, "cuda") for r in range(world)]
         for round_ in range(args.rounds):

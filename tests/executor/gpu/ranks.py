@@ -11,6 +11,7 @@ import contextlib
 import os
 import traceback
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 from loom import _native
@@ -37,6 +38,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--share-gpu", type=int, default=0, metavar="N", help="run N ranks as threads on GPU 0 (LOOM_SHARE_GPU=1)"
     )
+
+
+def out_of_place_plans(folder: str, world: int, size: int) -> Iterator[tuple[Path, object, int]]:
+    """(path, plan, message bytes) of each out-of-place plan for ``world`` ranks in ``folder``: ``size`` in
+    whole 4-byte elements per rank (its own smallest size where that is larger), where the plan takes it."""
+    unit = 4 * world
+    for path in sorted(Path(folder).glob("*.json")):
+        plan = _native.Plan.load(str(path))
+        if plan.world_size != world or plan.inplace:
+            continue
+        bytes_ = max(size // unit * unit, plan.min_message_bytes // unit * unit)
+        if plan.min_message_bytes <= bytes_ <= plan.max_message_bytes:
+            yield path, plan, bytes_
 
 
 def synchronize() -> None:

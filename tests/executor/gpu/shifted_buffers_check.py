@@ -41,14 +41,7 @@ def check_rank(bootstrap, args: argparse.Namespace) -> int:
     rank, world = bootstrap.rank, bootstrap.world_size
     executor = loom.Executor(_native.Communicator(bootstrap))
     failures = 0
-    for path in sorted(Path(args.plans).glob("*.json")):
-        plan = _native.Plan.load(str(path))
-        if plan.world_size != world or plan.inplace:
-            continue
-        unit = 4 * world
-        size = max(args.size // unit * unit, plan.min_message_bytes // unit * unit)
-        if not plan.min_message_bytes <= size <= plan.max_message_bytes:
-            continue
+    for path, plan, size in ranks.out_of_place_plans(args.plans, world, args.size):
         before = executor.stats()["contexts_built"]
         failures += check_plan(plan, path.name, executor, rank, world, size, args.calls)
         built = executor.stats()["contexts_built"] - before
