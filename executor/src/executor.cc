@@ -312,7 +312,8 @@ struct Executor::Impl {
         dropContexts(cached, [](const CallContext& context) { return !context.captured(); });
       }
       if (cached.contexts.size() >= kMaxContextsPerPlan) {
-        dropContexts(cached, [](const CallContext& context) { return !context.captured(); }, 1);
+        dropContexts(
+            cached, [](const CallContext& context) { return !context.captured(); }, 1);
       }
     });
     auto context = std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output,

@@ -18,13 +18,13 @@ struct ProxyService::Impl {
   Fifo fifo;
   int device;
   int64_t flushTimeoutMs;
-  mutable std::mutex mutex;  // guards the tables below; the proxy takes it per trigger
+  mutable std::mutex mutex;               // guards the tables below; the proxy takes it per trigger
   std::deque<RegisteredMemory> memories;  // a removed one is empty, its id in freeMemories
   std::deque<std::shared_ptr<HostSemaphore>> semaphores;
   std::vector<uint32_t> freeMemories, freeSemaphores;
   std::optional<Error> error;
-  std::atomic<bool> polling{false};          // from start() until the thread ends
-  std::atomic<uint64_t> emptyPolls{0};       // how often it found the FIFO empty
+  std::atomic<bool> polling{false};     // from start() until the thread ends
+  std::atomic<uint64_t> emptyPolls{0};  // how often it found the FIFO empty
   std::atomic<bool> stopping{false};
   std::atomic<bool> abandoning{false};  // stop without carrying out what is still queued
   std::atomic<uint64_t> done{0};
