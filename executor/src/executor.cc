@@ -159,10 +159,12 @@ struct Executor::Impl {
   void dropContextsOnFreedBuffers(void* stream) {
     const auto me = size_t(communicator->rank());
     std::vector<uint64_t> gone;
+    bool anyOnUserBuffers = false;  // the same on every rank: every rank caches the same contexts
     for (auto& [hash, entry] : plans) {
       for (auto& [key, context] : entry.first.contexts) {
         const std::vector<RankBuffers>& setUp = context.first->setUpWith();
         if (setUp.size() <= me) continue;
+        anyOnUserBuffers = true;
         const RankBuffers& mine = setUp[me];
         const std::pair<uint64_t, uint64_t> buffers[] = {{mine.input, mine.inputAllocation},
                                                          {mine.output, mine.outputAllocation}};
@@ -171,6 +173,7 @@ struct Executor::Impl {
         }
       }
     }
+    if (!anyOnUserBuffers) return;  // so no rank takes the exchange below
     std::sort(gone.begin(), gone.end());
     gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
     const auto everyRank = communicator->bootstrap().allGather(
