@@ -280,7 +280,8 @@ struct Executor::Impl {
     }
     std::vector<RankBuffers> everyRank;
     CallContext& context = contextFor(cached, plan, shape, input, output, stream, everyRank);
-    if (backend->capturing(stream)) context.markCaptured();
+    // Once captured, always kept: an eager call need not ask again.
+    if (!context.captured() && backend->capturing(stream)) context.markCaptured();
     if (gpuSharers.size() > 1 &&
         (stats.plansBuilt != before.plansBuilt || stats.contextsBuilt != before.contextsBuilt)) {
       // Ranks sharing a GPU: no rank launches until every rank's setup allocations are done. CUDA may
