@@ -92,7 +92,9 @@ void bindExecutor(py::module_& module) {
       });
   module.def(
       "plan_buffer_bytes",
-      [](const Plan& plan, uint64_t messageBytes) { return py::make_tuple(messageBytes, planOutputBytes(plan, messageBytes)); },
+      [](const Plan& plan, uint64_t messageBytes) {
+        return py::make_tuple(messageBytes, planOutputBytes(plan, messageBytes));
+      },
       py::arg("plan"), py::arg("message_bytes"), "(input bytes, output bytes) of one call.");
 }
 

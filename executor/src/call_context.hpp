@@ -12,11 +12,11 @@
 
 #include "backend.hpp"
 #include "call_agreement.hpp"
+#include "inline_records.hpp"
 #include "loom/communicator.hpp"
 #include "loom/device/program.hpp"
 #include "loom/registered_memory.hpp"
 #include "plan_resources.hpp"
-#include "inline_records.hpp"
 #include "specialize.hpp"
 
 namespace loom {
@@ -72,15 +72,15 @@ class CallContext {
   RegisteredMemory local_[3];
   std::vector<RegisteredMemory> staging_;  // per channel (port channels only)
   uint32_t localProxyIds_[3] = {0, 0, 0};
-  ProxyService* proxy_ = nullptr;       // port channels only
+  ProxyService* proxy_ = nullptr;        // port channels only
   std::vector<uint32_t> proxyMemories_;  // every id it added to proxy_
-  std::vector<int> peerOf_;  // rank -> index in peers_, -1 when no channel
+  std::vector<int> peerOf_;              // rank -> index in peers_, -1 when no channel
   std::vector<PeerBuffers> peers_;
   std::vector<int> peerRanks_;          // index in peers_ (a ChannelView's shiftSlot) -> rank
   std::vector<RankBuffers> setUpWith_;  // every rank's buffers at setup (empty: not bound to them)
   std::shared_ptr<void> deviceData_;
   std::vector<device::ChannelView> hostViews_;  // the channel views, as uploaded
-  std::optional<InlineRecords> inline_;          // the fast path's programs only
+  std::optional<InlineRecords> inline_;         // the fast path's programs only
   device::Program program_{};
   uint64_t scratchBytes_ = 0;
   TransferCounts transfers_;

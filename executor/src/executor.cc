@@ -23,19 +23,12 @@
 #include "loom/plan_registry.hpp"
 #include "loom/proxy_service.hpp"
 #include "loom/rank_list.hpp"
+#include "plan_cache.hpp"
 #include "plan_resources.hpp"
 #include "user_buffer_staging.hpp"
 
 namespace loom {
 namespace {
-
-// Bounds of the caches: plans per executor, contexts (size x buffers) per plan. Evicting is a
-// collective step like building (every rank runs the same calls, so every rank evicts alike). A
-// context captured in a CUDA graph is never evicted, nor its plan: the graph may replay it at any time
-// (every rank captures the same calls, so the ranks still evict alike); the caches grow past their
-// bounds rather than drop one.
-constexpr size_t kMaxPlans = 32;
-constexpr size_t kMaxContextsPerPlan = 64;
 
 Error invalid(const std::string& message) { return Error(ErrorCategory::kInvalidArgument, message); }
 
@@ -45,31 +38,6 @@ void collectReduceOps(const std::vector<Op>& ops, std::set<ReduceOp>& found) {
     collectReduceOps(op.body, found);
   }
 }
-
-// A context's buffers: every rank's addresses and the allocations behind them (an address alone may
-// come back for a new allocation after a free, and peers would still write into their mapping of the
-// old one), as the per-call agreement reports them, so that every rank keys its contexts alike and a
-// rank never reuses a context that its peers built for other buffers. Where the context can shift
-// peers' buffers (CachedPlan::shiftable) the addresses are left out: one context per allocations.
-// The data type and operator are part of it so that a new pair is a setup step, where the ranks
-// check that they agree on the call (call_agreement.hpp).
-struct ContextKey {
-  uint64_t messageBytes;
-  DataType type;
-  ReduceOp op;
-  std::vector<RankBuffers> ranks;  // empty for plans that reach only peers' scratch
-  bool operator==(const ContextKey&) const = default;
-};
-struct ContextKeyHash {
-  size_t operator()(const ContextKey& k) const {
-    size_t hash = std::hash<uint64_t>{}(k.messageBytes) ^ (size_t(k.type) << 8 | size_t(k.op)) * 1009;
-    for (const RankBuffers& r : k.ranks) {
-      hash = hash * 31 ^ std::hash<uint64_t>{}(r.input) ^ std::hash<uint64_t>{}(r.output) * 131 ^
-             std::hash<uint64_t>{}(r.inputAllocation) * 7 ^ std::hash<uint64_t>{}(r.outputAllocation) * 17;
-    }
-    return hash;
-  }
-};
 
 // Whether any rank reaches a peer's input or output (not only scratch) or uses port channels (whose
 // proxy copies out of registered memory): then a context holds the user's buffers and is keyed by
@@ -99,20 +67,6 @@ bool bindsUserBuffers(const Plan& plan) {
   }
   return false;
 }
-
-// A plan's resources and its contexts, least recently used last.
-struct CachedPlan {
-  std::unique_ptr<PlanResources> resources;
-  bool bindsUserBuffers = true;
-  // Memory channels only (a peer maps the whole allocation behind a registration; a port channel's
-  // proxy knows only the registered range), and few enough peers for Program::peerShifts.
-  bool shiftable = false;
-  std::optional<ReduceOp> reduceOp;  // the operator of its reductions; none when it has none
-  std::list<ContextKey> order;
-  std::unordered_map<ContextKey, std::pair<std::unique_ptr<CallContext>, std::list<ContextKey>::iterator>,
-                     ContextKeyHash>
-      contexts;
-};
 
 }  // namespace
 
@@ -205,10 +159,12 @@ struct Executor::Impl {
   void dropContextsOnFreedBuffers(void* stream) {
     const auto me = size_t(communicator->rank());
     std::vector<uint64_t> gone;
+    bool anyOnUserBuffers = false;  // the same on every rank: every rank caches the same contexts
     for (auto& [hash, entry] : plans) {
       for (auto& [key, context] : entry.first.contexts) {
         const std::vector<RankBuffers>& setUp = context.first->setUpWith();
         if (setUp.size() <= me) continue;
+        anyOnUserBuffers = true;
         const RankBuffers& mine = setUp[me];
         const std::pair<uint64_t, uint64_t> buffers[] = {{mine.input, mine.inputAllocation},
                                                          {mine.output, mine.outputAllocation}};
@@ -217,6 +173,7 @@ struct Executor::Impl {
         }
       }
     }
+    if (!anyOnUserBuffers) return;  // so no rank takes the exchange below
     std::sort(gone.begin(), gone.end());
     gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
     const auto everyRank = communicator->bootstrap().allGather(
@@ -244,28 +201,6 @@ struct Executor::Impl {
     quiesce(stream, [&] {
       for (auto& [hash, entry] : plans) stats.freedBufferContextsDropped += dropContexts(entry.first, usesGone);
     });
-  }
-
-  // Drops the least recently used contexts of `cached` that `which` selects, at most `limit` of them;
-  // returns how many.
-  static size_t dropContexts(CachedPlan& cached, const std::function<bool(const CallContext&)>& which,
-                             size_t limit = SIZE_MAX) {
-    size_t dropped = 0;
-    for (auto it = cached.order.end(); it != cached.order.begin() && dropped < limit;) {
-      --it;
-      auto found = cached.contexts.find(*it);
-      if (found != cached.contexts.end() && which(*found->second.first)) {
-        cached.contexts.erase(found);
-        it = cached.order.erase(it);
-        ++dropped;
-      }
-    }
-    return dropped;
-  }
-
-  static bool hasCaptured(const CachedPlan& cached) {
-    return std::any_of(cached.contexts.begin(), cached.contexts.end(),
-                       [](const auto& entry) { return entry.second.first->captured(); });
   }
 
   // The context of this call's shape and every rank's buffers, set up where there is none. A plan
@@ -312,7 +247,8 @@ struct Executor::Impl {
         dropContexts(cached, [](const CallContext& context) { return !context.captured(); });
       }
       if (cached.contexts.size() >= kMaxContextsPerPlan) {
-        dropContexts(cached, [](const CallContext& context) { return !context.captured(); }, 1);
+        dropContexts(
+            cached, [](const CallContext& context) { return !context.captured(); }, 1);
       }
     });
     auto context = std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output,
@@ -344,7 +280,8 @@ struct Executor::Impl {
     }
     std::vector<RankBuffers> everyRank;
     CallContext& context = contextFor(cached, plan, shape, input, output, stream, everyRank);
-    if (backend->capturing(stream)) context.markCaptured();
+    // Once captured, always kept: an eager call need not ask again.
+    if (!context.captured() && backend->capturing(stream)) context.markCaptured();
     if (gpuSharers.size() > 1 &&
         (stats.plansBuilt != before.plansBuilt || stats.contextsBuilt != before.contextsBuilt)) {
       // Ranks sharing a GPU: no rank launches until every rank's setup allocations are done. CUDA may

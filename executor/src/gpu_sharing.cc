@@ -12,8 +12,8 @@ namespace loom {
 std::vector<int> checkGpuSharing(const Communicator& communicator) {
   std::vector<int> sharers = communicator.ranksSharingGpu();
   if (sharers.size() <= 1) return sharers;
-  const std::string who = "device: " + rankList(sharers) + " use GPU " + communicator.cudaDeviceBusId() +
-                          " of one host";
+  const std::string who =
+      "device: " + rankList(sharers) + " use GPU " + communicator.cudaDeviceBusId() + " of one host";
   const std::optional<std::string> enabled = processEnvironment("LOOM_SHARE_GPU");
   if (!enabled || !parseBoolean(*enabled, "LOOM_SHARE_GPU")) {
     throw Error(ErrorCategory::kInvalidArgument,
@@ -37,10 +37,12 @@ std::vector<int> checkGpuSharing(const Communicator& communicator) {
   const std::optional<std::string> queues = processEnvironment("CUDA_DEVICE_MAX_CONNECTIONS");
   if (!queues || parseInteger(*queues, 1, 1 << 20, "CUDA_DEVICE_MAX_CONNECTIONS") < 32) {
     throw Error(ErrorCategory::kInvalidArgument,
-                who + ": ranks sharing a GPU need CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment before CUDA "
-                      "starts (it is " + (queues ? *queues : std::string("unset")) +
-                      "), so that each rank's stream has a hardware queue of its own; kernels of streams that "
-                      "share a queue start in order and would wait for each other");
+                who +
+                    ": ranks sharing a GPU need CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment before CUDA "
+                    "starts (it is " +
+                    (queues ? *queues : std::string("unset")) +
+                    "), so that each rank's stream has a hardware queue of its own; kernels of streams that "
+                    "share a queue start in order and would wait for each other");
   }
   // With lazy loading (CUDA's default since 12.2) the first use of a kernel loads its module, and a
   // load may wait for the kernels running on the GPU: a rank's first launch of a kernel (Loom's for a
@@ -48,10 +50,12 @@ std::vector<int> checkGpuSharing(const Communicator& communicator) {
   const std::optional<std::string> loading = processEnvironment("CUDA_MODULE_LOADING");
   if (!loading || *loading != "EAGER") {
     throw Error(ErrorCategory::kInvalidArgument,
-                who + ": ranks sharing a GPU need CUDA_MODULE_LOADING=EAGER in the environment before CUDA starts "
-                      "(it is " + (loading ? *loading : std::string("unset, so LAZY")) +
-                      "): with lazy loading, the first launch of a kernel may wait for the kernels running on the "
-                      "GPU, and those wait for this rank's next call");
+                who +
+                    ": ranks sharing a GPU need CUDA_MODULE_LOADING=EAGER in the environment before CUDA starts "
+                    "(it is " +
+                    (loading ? *loading : std::string("unset, so LAZY")) +
+                    "): with lazy loading, the first launch of a kernel may wait for the kernels running on the "
+                    "GPU, and those wait for this rank's next call");
   }
   for (int rank : sharers) {
     if (!communicator.sameProcess(rank)) {
@@ -70,10 +74,10 @@ void checkResidency(const Plan& plan, const std::vector<int>& sharers, uint32_t 
   uint64_t blocks = 0;
   for (int rank : sharers) blocks += plan.gpu(uint32_t(rank)).threadblocks.size();
   if (blocks <= residentLimit) return;
-  const std::string who = sharers.size() > 1 ? "the " + std::to_string(sharers.size()) + " ranks sharing GPU " +
-                                                   communicator.cudaDeviceBusId() + " (" + rankList(sharers) + ")"
-                                             : "rank " + std::to_string(communicator.rank()) + " on GPU " +
-                                                   communicator.cudaDeviceBusId();
+  const std::string who =
+      sharers.size() > 1 ? "the " + std::to_string(sharers.size()) + " ranks sharing GPU " +
+                               communicator.cudaDeviceBusId() + " (" + rankList(sharers) + ")"
+                         : "rank " + std::to_string(communicator.rank()) + " on GPU " + communicator.cudaDeviceBusId();
   throw Error(ErrorCategory::kInvalidArgument,
               "plan '" + plan.name + "': " + who + " would run " + std::to_string(blocks) + " thread blocks of " +
                   std::to_string(plan.threadsPerBlock) + " threads at once, but the GPU holds at most " +

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <span>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -102,8 +102,7 @@ void PlanResources::connectChannels(const std::function<ProxyService&()>& proxy,
   // ascending order of peer no rank can wait on one that waits, in turn, on a lower rank it has passed.
   std::vector<size_t> order(channels.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return channels[a].peer < channels[b].peer; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return channels[a].peer < channels[b].peer; });
   channels_.assign(channels.size(), ChannelResources{});
   for (size_t index : order) {
     const Channel& channel = channels[index];

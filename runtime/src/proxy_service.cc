@@ -12,6 +12,41 @@
 #include "numa.hpp"
 
 namespace loom {
+namespace {
+
+bool present(const RegisteredMemory& memory) { return memory.valid(); }
+bool present(const std::shared_ptr<HostSemaphore>& semaphore) { return semaphore != nullptr; }
+
+// The memories or semaphores of port channels by id (below 2^20). A removed entry is left empty and
+// its id handed out again.
+template <typename T>
+struct IdTable {
+  std::deque<T> entries;  // a deque: the proxy uses an entry outside the lock while others are added
+  std::vector<uint32_t> free;
+
+  const T* find(uint32_t id) const { return id < entries.size() && present(entries[id]) ? &entries[id] : nullptr; }
+  uint32_t add(T value, const char* what) {
+    if (!free.empty()) {
+      const uint32_t id = free.back();
+      free.pop_back();
+      entries[id] = std::move(value);
+      return id;
+    }
+    if (entries.size() > device::ProxyTrigger::kMaxId) {
+      throw Error(ErrorCategory::kInvalidArgument, std::string("ProxyService: more than 2^20 ") + what);
+    }
+    entries.push_back(std::move(value));
+    return uint32_t(entries.size() - 1);
+  }
+  void remove(uint32_t id) {
+    if (!find(id)) return;
+    entries[id] = T();
+    free.push_back(id);
+  }
+  uint64_t held() const { return entries.size() - free.size(); }
+};
+
+}  // namespace
 
 struct ProxyService::Impl {
   Communicator& communicator;
@@ -19,12 +54,11 @@ struct ProxyService::Impl {
   int device;
   int64_t flushTimeoutMs;
   mutable std::mutex mutex;  // guards the tables below; the proxy takes it per trigger
-  std::deque<RegisteredMemory> memories;  // a removed one is empty, its id in freeMemories
-  std::deque<std::shared_ptr<HostSemaphore>> semaphores;
-  std::vector<uint32_t> freeMemories, freeSemaphores;
+  IdTable<RegisteredMemory> memories;
+  IdTable<std::shared_ptr<HostSemaphore>> semaphores;
   std::optional<Error> error;
-  std::atomic<bool> polling{false};          // from start() until the thread ends
-  std::atomic<uint64_t> emptyPolls{0};       // how often it found the FIFO empty
+  std::atomic<bool> polling{false};     // from start() until the thread ends
+  std::atomic<uint64_t> emptyPolls{0};  // how often it found the FIFO empty
   std::atomic<bool> stopping{false};
   std::atomic<bool> abandoning{false};  // stop without carrying out what is still queued
   std::atomic<uint64_t> done{0};
@@ -79,7 +113,8 @@ void ProxyService::Impl::run() {
   while (!abandoning.load(std::memory_order_relaxed)) {
     std::optional<device::ProxyTrigger> trigger = fifo.poll();
     if (!trigger) {
-      emptyPolls.fetch_add(1, std::memory_order_acq_rel);
+      // The only writer: a plain store keeps the spin free of atomic read-modify-writes.
+      emptyPolls.store(emptyPolls.load(std::memory_order_relaxed) + 1, std::memory_order_release);
       if (stopping.load(std::memory_order_acquire)) break;
       // Spin while work is likely to follow (latency), then give the core away now and then.
       if (++idle > 4096) std::this_thread::yield();
@@ -108,17 +143,19 @@ void ProxyService::Impl::carryOut(const device::ProxyTrigger& trigger) {
   {
     std::lock_guard lock(mutex);
     auto lookup = [&](uint32_t id, const char* what) -> const RegisteredMemory* {
-      if (id >= memories.size() || !memories[id].valid()) {
+      const RegisteredMemory* memory = memories.find(id);
+      if (!memory) {
         throw Error(ErrorCategory::kInvalidArgument,
                     std::string("trigger names ") + what + " memory " + std::to_string(id) + ", which does not exist");
       }
-      return &memories[id];
+      return memory;
     };
-    if (trigger.semaphore() >= semaphores.size() || !semaphores[trigger.semaphore()]) {
+    const std::shared_ptr<HostSemaphore>* found = semaphores.find(trigger.semaphore());
+    if (!found) {
       throw Error(ErrorCategory::kInvalidArgument,
                   "trigger names semaphore " + std::to_string(trigger.semaphore()) + ", which does not exist");
     }
-    semaphore = semaphores[trigger.semaphore()];
+    semaphore = *found;
     if (trigger.flags() & device::kTriggerData) {
       dst = lookup(trigger.dstMemory(), "destination");
       src = lookup(trigger.srcMemory(), "source");
@@ -141,38 +178,18 @@ ProxyService::~ProxyService() { stop(); }
 uint32_t ProxyService::addMemory(RegisteredMemory memory) {
   if (!memory.valid()) throw Error(ErrorCategory::kInvalidArgument, "ProxyService::addMemory: no memory");
   std::lock_guard lock(impl_->mutex);
-  if (impl_->memories.size() > device::ProxyTrigger::kMaxId) {
-    throw Error(ErrorCategory::kInvalidArgument, "ProxyService::addMemory: more than 2^20 memories");
-  }
-  if (!impl_->freeMemories.empty()) {
-    const uint32_t id = impl_->freeMemories.back();
-    impl_->freeMemories.pop_back();
-    impl_->memories[id] = std::move(memory);
-    return id;
-  }
-  impl_->memories.push_back(std::move(memory));
-  return uint32_t(impl_->memories.size() - 1);
+  return impl_->memories.add(std::move(memory), "memories");
 }
 
 uint32_t ProxyService::addSemaphore(std::shared_ptr<HostSemaphore> semaphore) {
   if (!semaphore) throw Error(ErrorCategory::kInvalidArgument, "ProxyService::addSemaphore: no semaphore");
   std::lock_guard lock(impl_->mutex);
-  if (impl_->semaphores.size() > device::ProxyTrigger::kMaxId) {
-    throw Error(ErrorCategory::kInvalidArgument, "ProxyService::addSemaphore: more than 2^20 semaphores");
-  }
-  if (!impl_->freeSemaphores.empty()) {
-    const uint32_t id = impl_->freeSemaphores.back();
-    impl_->freeSemaphores.pop_back();
-    impl_->semaphores[id] = std::move(semaphore);
-    return id;
-  }
-  impl_->semaphores.push_back(std::move(semaphore));
-  return uint32_t(impl_->semaphores.size() - 1);
+  return impl_->semaphores.add(std::move(semaphore), "semaphores");
 }
 
 uint64_t ProxyService::memoriesHeld() const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->memories.size() - impl_->freeMemories.size();
+  return impl_->memories.held();
 }
 
 void ProxyService::remove(const std::vector<uint32_t>& memories, const std::vector<uint32_t>& semaphores) {
@@ -184,18 +201,8 @@ void ProxyService::remove(const std::vector<uint32_t>& memories, const std::vect
     return;
   }
   std::lock_guard lock(impl_->mutex);
-  for (uint32_t id : memories) {
-    if (id < impl_->memories.size() && impl_->memories[id].valid()) {
-      impl_->memories[id] = RegisteredMemory();
-      impl_->freeMemories.push_back(id);
-    }
-  }
-  for (uint32_t id : semaphores) {
-    if (id < impl_->semaphores.size() && impl_->semaphores[id]) {
-      impl_->semaphores[id].reset();
-      impl_->freeSemaphores.push_back(id);
-    }
-  }
+  for (uint32_t id : memories) impl_->memories.remove(id);
+  for (uint32_t id : semaphores) impl_->semaphores.remove(id);
 }
 
 device::PortChannelHandle ProxyService::portChannel(uint32_t semaphore, uint32_t dstMemory, uint32_t srcMemory,
@@ -207,11 +214,11 @@ device::PortChannelHandle ProxyService::portChannel(uint32_t semaphore, uint32_t
                                                        std::to_string(id) + " was not added (or was removed)");
     }
   };
-  auto memoryAdded = [&](uint32_t id) { return id < impl_->memories.size() && impl_->memories[id].valid(); };
-  check(semaphore, semaphore < impl_->semaphores.size() && impl_->semaphores[semaphore], "semaphore");
-  check(dstMemory, memoryAdded(dstMemory), "dst memory");
-  check(srcMemory, memoryAdded(srcMemory), "src memory");
-  const HostSemaphore& host = *impl_->semaphores[semaphore];
+  const std::shared_ptr<HostSemaphore>* found = impl_->semaphores.find(semaphore);
+  check(semaphore, found != nullptr, "semaphore");
+  check(dstMemory, impl_->memories.find(dstMemory) != nullptr, "dst memory");
+  check(srcMemory, impl_->memories.find(srcMemory) != nullptr, "src memory");
+  const HostSemaphore& host = **found;
   const int peer = host.connection().remoteRank();
   device::PortChannelHandle handle;
   handle.fifo = impl_->fifo.deviceHandle(impl_->communicator.deviceDiagnostics().waitContext(channel, peer));

@@ -312,7 +312,7 @@ TEST(PortChannelOnHost, RemovedIdsAreLetGoAfterTheQueuedTriggersAndReused) {
     const uint32_t localId = proxy.addMemory(local);
     device::PortChannelHandle handle = proxy.portChannel(semaphoreId, remoteId, localId);
     proxy.start();
-    const uint64_t half = buffer.size() / 2;  // the first half goes into the peer's second
+    const uint64_t half = buffer.size() / 2;                             // the first half goes into the peer's second
     for (int round = 0; round < 30; ++round) handle.put(half, 0, half);  // still queued when removed
     handle.signal();
     proxy.remove({remoteId});  // waits for the puts above, which name it

@@ -27,10 +27,10 @@ struct ExecutorStats {
   uint64_t plansBuilt = 0;     // plan setups (connections, semaphores, scratch)
   uint64_t contextsBuilt = 0;  // resolutions with buffer exchange
   uint64_t launches = 0;
-  uint64_t specializedTransfers = 0;  // data ops of the contexts built that run specialised (fast path)
-  uint64_t genericTransfers = 0;      // and generically
-  uint64_t inlinedContexts = 0;       // contexts whose program travels in the inline kernel's parameters
-  uint64_t proxyMemories = 0;  // memories the port channels' proxy holds now: those of the cached contexts
+  uint64_t specializedTransfers = 0;        // data ops of the contexts built that run specialised (fast path)
+  uint64_t genericTransfers = 0;            // and generically
+  uint64_t inlinedContexts = 0;             // contexts whose program travels in the inline kernel's parameters
+  uint64_t proxyMemories = 0;               // memories the port channels' proxy holds now: those of the cached contexts
   uint64_t freedBufferContextsDropped = 0;  // contexts dropped because a rank had freed a buffer they use
 };
 
@@ -49,8 +49,8 @@ class Executor {
   // output is as large as the collective makes it. `op` must be the operator the plan's
   // reductions name (the plan's reduce op is honoured, never replaced). `stream`: a cudaStream_t
   // (nullptr: the legacy default stream) on a GPU; nullptr for the CPU backend.
-  void execute(const Plan& plan, const void* input, void* output, uint64_t messageBytes, DataType type,
-               ReduceOp op, void* stream = nullptr);
+  void execute(const Plan& plan, const void* input, void* output, uint64_t messageBytes, DataType type, ReduceOp op,
+               void* stream = nullptr);
 
   // A copy between this rank's own buffers: how NCCL runs every collective of a job of one rank, and
   // a send to itself. Nothing to move when `input` is `output`, else `bytes` copied on `stream`
