@@ -28,6 +28,13 @@ __global__ void __launch_bounds__(1024, 1) interpret(const __grid_constant__ dev
   device::runBlock<Reduce>(program, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
+// The interpreter of Program's tables for blocks of at most 512 threads: 128 registers per thread, so
+// its generic handler takes two units per step (more reads in flight, for the bandwidth plans).
+template <typename Reduce>
+__global__ void __launch_bounds__(512, 1) interpretNarrow(const __grid_constant__ device::Program program) {
+  device::runBlock<Reduce, 2>(program, blockIdx.x, threadIdx.x, blockDim.x);
+}
+
 // The inline kernel: a specialised program that travels in its parameters (inline_program.hpp), in
 // blocks of at most kMaxInlineThreads, so 128 registers per thread. __grid_constant__ lets the handlers
 // read the records where they lie, in the parameter space, rather than from a per-thread copy.
@@ -77,6 +84,8 @@ class GpuBackend final : public Backend {
       const auto cudaStream = static_cast<cudaStream_t>(stream);
       if (inlined != nullptr) {
         interpretInline<Reduce><<<program.blocks, threads, 0, cudaStream>>>(program, *inlined);
+      } else if (threads <= 512) {
+        interpretNarrow<Reduce><<<program.blocks, threads, 0, cudaStream>>>(program);
       } else {
         interpret<Reduce><<<program.blocks, threads, 0, cudaStream>>>(program);
       }
@@ -108,6 +117,7 @@ class GpuBackend final : public Backend {
       perMultiprocessor = INT32_MAX;
       fewer(reinterpret_cast<const void*>(interpret<Reduce>));
       if (threads <= device::kMaxInlineThreads) fewer(reinterpret_cast<const void*>(interpretInline<Reduce>));
+      if (threads <= 512) fewer(reinterpret_cast<const void*>(interpretNarrow<Reduce>));
     });
     int multiprocessors = 0;
     checkCuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device_),
@@ -129,7 +139,9 @@ class GpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> makeGpuBackend(Communicator& communicator) { return std::make_unique<GpuBackend>(communicator); }
+std::unique_ptr<Backend> makeGpuBackend(Communicator& communicator) {
+  return std::make_unique<GpuBackend>(communicator);
+}
 
 SetupScope::SetupScope() {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;

@@ -67,13 +67,13 @@ LOOM_HOST_DEVICE void runPortPut(const BlockState& s, const Op& op) {
   for (uint32_t i = s.thread; i < op.dsts; i += s.threads) {
     const Operand& dst = s.program.operands[op.first + 1 + i];
     PortChannelHandle& port = s.program.channels[dst.channel].port;
-    const uint32_t srcMemory =
-        src.buffer == kStagingBuffer ? s.program.channels[src.channel].stagingMemory : s.program.portBuffers[src.buffer];
+    const uint32_t srcMemory = src.buffer == kStagingBuffer ? s.program.channels[src.channel].stagingMemory
+                                                            : s.program.portBuffers[src.buffer];
     const uint64_t meta = ProxyTrigger::makeMeta(triggerFlags, port.semaphoreId,
                                                  s.program.channels[dst.channel].portMemory[dst.buffer], srcMemory);
-    const uint64_t position = port.fifo.push(dst.offset + (s.odd ? dst.oddOffset : 0),
-                                             src.offset + (s.odd ? src.oddOffset : 0), op.bytes, meta,
-                                             int32_t(op.planOp));
+    const uint64_t position =
+        port.fifo.push(dst.offset + (s.odd ? dst.oddOffset : 0), src.offset + (s.odd ? src.oddOffset : 0), op.bytes,
+                       meta, int32_t(op.planOp));
     if (op.flags & kOpPortFlush) port.fifo.sync(position, int32_t(op.planOp));
   }
 }
@@ -112,7 +112,7 @@ LOOM_HOST_DEVICE void runSemAcquire(const BlockState& s, const Op& op) {
 
 // An op of Program's tables. Specialised programs run inline (runInlineBlock), so every data op here
 // is a generic kTransfer; the specialised codes never reach this kernel.
-template <typename Reduce>
+template <typename Reduce, uint32_t kUnitsPerStep = 1>
 LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
   if (op.flags & kOpSyncBefore) syncBlock();
   switch (op.code) {
@@ -120,7 +120,7 @@ LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
     case OpCode::kCopy:
     case OpCode::kFastTransfer:
     case OpCode::kOneShot:
-      runTransfer<Reduce>(s, op);
+      runTransfer<Reduce, kUnitsPerStep>(s, op);
       break;
     case OpCode::kPortPut:
       runPortPut(s, op);
@@ -153,19 +153,22 @@ LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
 template <typename Reduce>
 LOOM_HOST_DEVICE void runInlineOp(const BlockState& s, const InlineOp& op, const InlineOperand* operands) {
   if (op.flags & kOpSyncBefore) syncBlock();
-  if (op.code != OpCode::kNop) runFastData<Reduce>(s, op.code, (op.flags & kOpReduces) != 0, inlineFastOp(s, op, operands));
+  if (op.code != OpCode::kNop)
+    runFastData<Reduce>(s, op.code, (op.flags & kOpReduces) != 0, inlineFastOp(s, op, operands));
   if (op.flags & kOpSyncAfter) syncBlock();
 }
 
 // Runs block `block`'s ops for one call, then counts the call (the next one uses the next flag and
 // the other LL half). The count lives in memory that outlives the launch, so CUDA graph replays
 // advance it too.
-template <typename Reduce>
+// kUnitsPerStep: 16-byte units a thread of the generic handler takes per step (2 in the kernel of
+// blocks of at most 512 threads, whose 128 registers hold both units' reads in flight).
+template <typename Reduce, uint32_t kUnitsPerStep = 1>
 LOOM_HOST_DEVICE void runBlock(const Program& program, uint32_t block, uint32_t thread, uint32_t threads) {
   const uint64_t calls = program.callCounts[block];
   const BlockState s{program, block, thread, threads, packetFlag(calls), (calls & 1) != 0};
   for (uint32_t i = program.blockOps[block]; i < program.blockOps[block + 1]; ++i) {
-    runOp<Reduce>(s, program.ops[i]);
+    runOp<Reduce, kUnitsPerStep>(s, program.ops[i]);
   }
   syncBlock();  // every thread has read the count before it moves on
   if (thread == 0) program.callCounts[block] = calls + 1;

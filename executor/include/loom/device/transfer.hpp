@@ -75,22 +75,85 @@ struct UnitIo {
   }
 };
 
+// Plain sources a thread loads before it combines any of them: an unrolled batch, so their reads (NVLink
+// reads of peers' buffers, in the reductions of bandwidth plans) are in flight together; a loop over
+// all sources waits for each read before it issues the next. Packet sources are polled one by one.
+inline constexpr uint32_t kLoadedTogether = 2;
+
 // Every source combined into every destination, unit by unit from unit `begin`. Units go round-robin
-// over the block's threads; each thread loads all its sources before it combines them, so several
-// NVLink reads are in flight at once.
-template <typename Units>
+// over the block's threads. Sources are combined in order (the same arithmetic, in the same order, as
+// the fast handlers); where every operand is plain and aligned, whole units load kLoadedTogether
+// sources at a time.
+template <typename Units, uint32_t kUnitsPerStep = 1>
 LOOM_HOST_DEVICE void transferUnits(const BlockState& s, const Op& op, uint64_t begin = 0) {
   UnitIo io[kMaxTransferOperands];
   const uint32_t count = uint32_t(op.srcs) + op.dsts;
+  bool plain = true;
   for (uint32_t i = 0; i < count; ++i) {
     const Operand& o = s.program.operands[op.first + i];
     io[i].address = operandAddress(s, o);
     io[i].packet = o.packet != 0;
     io[i].aligned = reinterpret_cast<uintptr_t>(io[i].address) % 16 == 0;
+    plain = plain && !io[i].packet && io[i].aligned;
   }
   const uint64_t units = (op.bytes + 15) / 16;
+  const uint64_t whole = plain ? op.bytes / 16 : 0;
   const int32_t planOp = int32_t(op.planOp);
-  for (uint64_t unit = begin + s.thread; unit < units; unit += s.threads) {
+  const uint64_t stride = s.threads;
+  uint64_t unit = begin + s.thread;
+  // Whole units of plain aligned operands, kUnitsPerStep units per step, kLoadedTogether sources of
+  // each loaded before any of them is combined.
+  if constexpr (kUnitsPerStep == 1) {
+    // The first source on its own: in the 64 registers of 1024-thread blocks the general form spills more.
+    for (; unit < whole; unit += stride) {
+      typename Units::Acc acc = Units::start(reinterpret_cast<const Vec16*>(io[0].address)[unit]);
+      for (uint32_t first = 1; first < op.srcs; first += kLoadedTogether) {
+        Vec16 in[kLoadedTogether];
+        LOOM_UNROLL
+        for (uint32_t k = 0; k < kLoadedTogether; ++k) {
+          if (first + k < op.srcs) in[k] = reinterpret_cast<const Vec16*>(io[first + k].address)[unit];
+        }
+        LOOM_UNROLL
+        for (uint32_t k = 0; k < kLoadedTogether; ++k) {
+          if (first + k < op.srcs) Units::add(acc, in[k]);
+        }
+      }
+      const Vec16 result = Units::finish(acc);
+      for (uint32_t i = op.srcs; i < count; ++i) reinterpret_cast<Vec16*>(io[i].address)[unit] = result;
+    }
+  } else {
+    for (; unit + (kUnitsPerStep - 1) * stride < whole; unit += kUnitsPerStep * stride) {
+      typename Units::Acc acc[kUnitsPerStep];
+      for (uint32_t first = 0; first < op.srcs; first += kLoadedTogether) {
+        Vec16 in[kUnitsPerStep][kLoadedTogether];
+        LOOM_UNROLL
+        for (uint32_t u = 0; u < kUnitsPerStep; ++u) {
+          LOOM_UNROLL
+          for (uint32_t k = 0; k < kLoadedTogether; ++k) {
+            if (first + k < op.srcs)
+              in[u][k] = reinterpret_cast<const Vec16*>(io[first + k].address)[unit + u * stride];
+          }
+        }
+        LOOM_UNROLL
+        for (uint32_t u = 0; u < kUnitsPerStep; ++u) {
+          LOOM_UNROLL
+          for (uint32_t k = 0; k < kLoadedTogether; ++k) {
+            if (first + k == 0) {
+              acc[u] = Units::start(in[u][k]);
+            } else if (first + k < op.srcs) {
+              Units::add(acc[u], in[u][k]);
+            }
+          }
+        }
+      }
+      LOOM_UNROLL
+      for (uint32_t u = 0; u < kUnitsPerStep; ++u) {
+        const Vec16 result = Units::finish(acc[u]);
+        for (uint32_t i = op.srcs; i < count; ++i) reinterpret_cast<Vec16*>(io[i].address)[unit + u * stride] = result;
+      }
+    }
+  }
+  for (; unit < units; unit += stride) {
     const uint64_t bytes = unit + 1 < units || op.bytes % 16 == 0 ? 16 : op.bytes % 16;
     typename Units::Acc acc = Units::start(io[0].load(unit, bytes, s, planOp));
     for (uint32_t i = 1; i < op.srcs; ++i) Units::add(acc, io[i].load(unit, bytes, s, planOp));
@@ -99,7 +162,7 @@ LOOM_HOST_DEVICE void transferUnits(const BlockState& s, const Op& op, uint64_t 
   }
 }
 
-template <typename Reduce>
+template <typename Reduce, uint32_t kUnitsPerStep = 1>
 LOOM_HOST_DEVICE void runTransfer(const BlockState& s, const Op& op) {
   if (op.bytes == 0) return;
   const Operand& first = s.program.operands[op.first];
@@ -110,9 +173,9 @@ LOOM_HOST_DEVICE void runTransfer(const BlockState& s, const Op& op) {
     copyBytes(operandAddress(s, s.program.operands[op.first + 1]), operandAddress(s, first), op.bytes, s.thread,
               s.threads);
   } else if (op.flags & kOpReduces) {
-    transferUnits<Reduce>(s, op);
+    transferUnits<Reduce, kUnitsPerStep>(s, op);
   } else {
-    transferUnits<CopyUnits>(s, op);
+    transferUnits<CopyUnits, kUnitsPerStep>(s, op);
   }
 }
 
