@@ -32,14 +32,14 @@ from loom.algorithms.tuned_sizes import INSTANCE_DIVISORS, TABLE_FILE, Row
 # bundled plans' scaling, which on 4 H200s left the bandwidth plans far too few blocks), up to
 # MAX_BLOCKS_PER_RANK thread blocks. The library takes at most 64 instances.
 GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
-    "allreduce_allpairs_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
-    "allreduce_twoshot_packet": ((8, 16), (512,), 0, 4 * MiB),
+    "allreduce_allpairs_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
+    "allreduce_twoshot_packet": ((8, 16, 32), (512,), 0, 4 * MiB),
     "allreduce_rs_ag": ((16, 32, 48, 64), (512, 1024), 64 * KiB, GiB),
     "allreduce_rs_ag_pipelined": ((32, 48, 64), (512, 1024), 16 * MiB, GiB),
     "allreduce_zero_copy": ((16, 32, 64), (512, 1024), 64 * KiB, GiB),
-    "allgather_fullmesh_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
+    "allgather_fullmesh_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
     "allgather_fullmesh": ((8, 16, 32, 40, 64), (512, 1024), 16 * KiB, GiB),
-    "reducescatter_fullmesh_packet": ((1, 4, 8), (256, 512), 0, 1 * MiB),
+    "reducescatter_fullmesh_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
     "reducescatter_read": ((8, 16, 32, 48, 64), (512, 1024), 64 * KiB, GiB),
     "reducescatter_fullmesh": ((16, 32, 64), (512, 1024), 64 * KiB, GiB),
 }
