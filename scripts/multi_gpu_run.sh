@@ -18,7 +18,8 @@
 #
 # Several stages run in one call in the order given (check is executor and shared; each builds first).
 # CASES, a pytest -k expression, narrows the executor stage: CASES="not 2_gpus" on a host of 4 or 8
-# GPUs runs only the cases that need more than 2 (the 2-GPU ones are issue 20's run).
+# GPUs runs only the cases that need more than 2 (the 2-GPU ones are issue 20's run). BUDGET_S, the seconds
+# the whole call may take, shortens the steps so that the results are packed before it ends.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 [ $# -gt 0 ] || { echo "stages: check (executor, shared), nccl, bench, nccl-bench, fast, tune, apply, profile" >&2; exit 2; }
@@ -42,6 +43,17 @@ status=0
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUT/NAME.log, print the tail
   local name=$1 limit=$2
   shift 2
+  if [ -n "${BUDGET_S:-}" ]; then
+    # A timeout around this script waits for the running step (bash defers its trap), so each step gets at
+    # most what is left of BUDGET_S, less 20 s to pack the results.
+    local left=$((BUDGET_S - SECONDS - 20))
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -le 0 ]; then
+      echo "== $name: not run, BUDGET_S=$BUDGET_S spent"
+      status=1
+      return
+    fi
+  fi
   local start=$SECONDS
   timeout -s INT -k 20 "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
