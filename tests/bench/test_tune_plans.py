@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "compiler"))
 from loom.algorithms import ALGORITHMS, GiB, KiB, MiB  # noqa: E402
-from loom.algorithms.tuned_sizes import table_for  # noqa: E402
+from loom.algorithms.tuned_sizes import scaled, table_for  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("tune_plans", ROOT / "bench" / "tune_plans.py")
 tune_plans = importlib.util.module_from_spec(_spec)
@@ -97,3 +97,18 @@ def test_pick_keeps_the_winner_of_the_size_below_when_it_is_within_the_tie_margi
         ("allreduce_allpairs_packet", 0, 8 * KiB, 1, 256),
         ("allreduce_allpairs_packet", 8 * KiB + 1, GiB, 8, 512),
     ]
+
+
+def test_scaling_a_table_merges_neighbouring_ranges_that_become_the_same_plan():
+    rows = [
+        ("allreduce_allpairs_packet", 0, 2048, 4, 512),
+        ("allreduce_allpairs_packet", 2049, 32768, 8, 512),  # 4 and 8 both scale to 1 at 8 ranks
+        ("allreduce_allpairs_packet", 32769, 131072, 16, 512),
+        ("allreduce_zero_copy", 131073, GiB, 64, 512),
+    ]
+    assert scaled(rows, 8) == [
+        ("allreduce_allpairs_packet", 0, 32768, 1, 512),
+        ("allreduce_allpairs_packet", 32769, 131072, 2, 512),
+        ("allreduce_zero_copy", 131073, GiB, 8, 512),
+    ]
+    assert scaled(rows, 2) == rows  # nothing scales, nothing merges

@@ -54,9 +54,9 @@ def test_every_plan_passes_the_schema_and_is_named_after_its_file():
 
 
 def test_names_say_algorithm_shape_range_and_in_place():
-    plan = _committed()["allreduce_allpairs_packet_2r_0_32768_inplace.json"]
+    plan = _committed()["allreduce_allpairs_packet_2r_0_2048_inplace.json"]
     assert (plan["world_size"], plan["ranks_per_node"], plan["inplace"]) == (2, 2, True)
-    assert (plan["min_message_bytes"], plan["max_message_bytes"]) == (0, 32768)
+    assert (plan["min_message_bytes"], plan["max_message_bytes"]) == (0, 2048)
     assert plan["metadata"]["parameters"]["algorithm"] == "allreduce_allpairs_packet"
     two_nodes = _committed()["allgather_fullmesh_2x4_131073_1073741824.json"]
     assert (two_nodes["world_size"], two_nodes["ranks_per_node"], two_nodes["inplace"]) == (8, 4, False)
@@ -82,7 +82,9 @@ def test_every_message_size_has_exactly_one_plan_per_collective_and_shape():
 
 def test_the_folder_stays_small():
     total = sum(path.stat().st_size for path in PLANS.glob("*.json"))
-    assert total < 16 << 20, f"plans/default is {total / 2**20:.1f} MiB"
+    # ~20 MiB since the 2- and 4-rank tables were measured with the wider grid (more size ranges; a 4-rank
+    # bandwidth plan of 64 instances is ~0.5 MiB): the bound catches runaway growth, not that.
+    assert total < 24 << 20, f"plans/default is {total / 2**20:.1f} MiB"
 
 
 def test_the_native_decoder_loads_every_plan():

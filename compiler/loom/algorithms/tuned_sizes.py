@@ -40,11 +40,17 @@ INSTANCE_DIVISORS = {2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 8, 16: 32}
 
 
 def scaled(rows: list[Row], world_size: int) -> list[Row]:
-    """Rows written for 2 ranks, with the instance counts scaled down for ``world_size`` (untuned)."""
-    return [
-        (name, low, high, max(1, count // INSTANCE_DIVISORS[world_size]), threads)
-        for name, low, high, count, threads in rows
-    ]
+    """Rows written for 2 ranks, with the instance counts scaled down for ``world_size`` (untuned).
+    Neighbouring ranges that scale to the same plan become one (one bundled plan, not several alike)."""
+    merged: list[Row] = []
+    for name, low, high, count, threads in rows:
+        row = (name, low, high, max(1, count // INSTANCE_DIVISORS[world_size]), threads)
+        previous = merged[-1] if merged else None
+        if previous and (previous[0], previous[3:]) == (name, row[3:]) and previous[2] + 1 == low:
+            merged[-1] = (name, previous[1], high, *row[3:])
+        else:
+            merged.append(row)
+    return merged
 
 
 def table_for(world_size: int) -> list[Row]:
