@@ -30,18 +30,19 @@ from loom.algorithms.tuned_sizes import INSTANCE_DIVISORS, TABLE_FILE, Row
 # The grid, per algorithm: instance counts for 2 ranks, threads per block, and the message sizes worth
 # timing it at. More ranks try those counts and the same divided by INSTANCE_DIVISORS (the untuned
 # bundled plans' scaling, which on 4 H200s left the bandwidth plans far too few blocks), up to
-# MAX_BLOCKS_PER_RANK thread blocks. The library takes at most 64 instances.
+# MAX_BLOCKS_PER_RANK thread blocks. The library takes at most 128 instances; on 4 H200s the bandwidth
+# plans' best count was the largest tried, 64, so the grid goes on to 128.
 GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "allreduce_allpairs_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
     "allreduce_twoshot_packet": ((8, 16, 32), (512,), 0, 4 * MiB),
-    "allreduce_rs_ag": ((16, 32, 48, 64), (512, 1024), 64 * KiB, GiB),
-    "allreduce_rs_ag_pipelined": ((32, 48, 64), (512, 1024), 16 * MiB, GiB),
-    "allreduce_zero_copy": ((16, 32, 64), (512, 1024), 64 * KiB, GiB),
+    "allreduce_rs_ag": ((16, 32, 48, 64, 96, 128), (512, 1024), 64 * KiB, GiB),
+    "allreduce_rs_ag_pipelined": ((32, 48, 64, 96, 128), (512, 1024), 16 * MiB, GiB),
+    "allreduce_zero_copy": ((16, 32, 64, 96, 128), (512, 1024), 64 * KiB, GiB),
     "allgather_fullmesh_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
-    "allgather_fullmesh": ((8, 16, 32, 40, 64), (512, 1024), 16 * KiB, GiB),
+    "allgather_fullmesh": ((8, 16, 32, 40, 64, 96, 128), (512, 1024), 16 * KiB, GiB),
     "reducescatter_fullmesh_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
-    "reducescatter_read": ((8, 16, 32, 48, 64), (512, 1024), 64 * KiB, GiB),
-    "reducescatter_fullmesh": ((16, 32, 64), (512, 1024), 64 * KiB, GiB),
+    "reducescatter_read": ((8, 16, 32, 48, 64, 96, 128), (512, 1024), 64 * KiB, GiB),
+    "reducescatter_fullmesh": ((16, 32, 64, 96, 128), (512, 1024), 64 * KiB, GiB),
 }
 # A plan's blocks must all be resident at once (they wait for each other): the executor runs one per
 # multiprocessor and leaves one free (GpuBackend::maxResidentBlocks); an H100 or H200 has 132.

@@ -83,8 +83,8 @@ def setup(
 
     algorithm = get(algorithm_name)
     world, per_node = algorithm.check_shape(world_size, ranks_per_node)
-    if not _is_int(instances) or not 1 <= instances <= 64:
-        raise InvalidArgumentError(f"{algorithm.name}: instances must be an integer from 1 to 64, got {instances!r}")
+    if not _is_int(instances) or not 1 <= instances <= 128:
+        raise InvalidArgumentError(f"{algorithm.name}: instances must be an integer from 1 to 128, got {instances!r}")
     if not isinstance(inplace, bool):
         raise InvalidArgumentError(f"{algorithm.name}: inplace must be True or False, got {inplace!r}")
     if name is not None and (not isinstance(name, str) or not 0 < len(name) <= 256):

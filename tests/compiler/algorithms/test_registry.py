@@ -121,7 +121,8 @@ def test_unsupported_shapes_say_what_is_supported(name, world_size, per_node, fr
 @pytest.mark.parametrize(
     ("name", "kwargs", "fragment"),
     [
-        ("allreduce_rs_ag", {"instances": 0}, "instances must be an integer from 1 to 64"),
+        ("allreduce_rs_ag", {"instances": 0}, "instances must be an integer from 1 to 128"),
+        ("allreduce_rs_ag", {"instances": 129}, "instances must be an integer from 1 to 128"),
         ("allreduce_rs_ag", {"instances": 2.0}, "instances must be an integer"),
         ("allreduce_rs_ag", {"inplace": "yes"}, "inplace must be True or False"),
         ("allreduce_rs_ag", {"plan_name": ""}, "name must be a non-empty string"),
