@@ -4,6 +4,8 @@ to run at which message size (loom.algorithms.tuned_sizes). Three steps, the mid
     python bench/tune_plans.py candidates --world-size 4 --out build/candidates
     python -m loom.launch -n 4 bench/collective_bench.py --plans build/candidates --every-plan --out cand.json
     python bench/tune_plans.py pick cand.json --write     # the fastest candidate per size, as size ranges
+    python bench/tune_plans.py report cand.json           # that run as a markdown table beside NCCL
+    python bench/tune_plans.py compare before.json after.json   # an A/B of a change, size by size
 
 ``candidates`` compiles a grid of candidate plans (one node, out of place; each named
 ``<algorithm>_<n>r_i<instances>_t<threads>``, over the sizes its kind suits). ``pick`` takes the
@@ -188,6 +190,47 @@ def write_table(world_size: int, table: list[Row], meta: dict, path: Path = TABL
     path.write_text(json.dumps(dict(sorted(tables.items(), key=lambda item: int(item[0]))), indent=1) + "\n")
 
 
+def _size_text(size: int) -> str:
+    for unit, name in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
+        if size >= unit:
+            return f"{size // unit} {name}"
+    return f"{size} B"
+
+
+def report(rows: list[dict]) -> list[str]:
+    """A markdown table of an --every-plan run: per collective and size the fastest candidate beside NCCL
+    (the tables of docs/perf/executor.md)."""
+    lines = [
+        "| collective | bytes | NCCL µs | Loom µs | NCCL / Loom | bus GB/s Loom / NCCL | fastest candidate |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (collective, size), row in sorted(fastest(rows).items()):
+        algorithm, instances, threads = parse_candidate_name(row["plan"])
+        lines.append(
+            f"| {collective} | {_size_text(size)} | {row['nccl_us']:.2f} | {row['loom_us']:.2f} |"
+            f" {row['nccl_us'] / row['loom_us']:.2f} | {row['loom_busbw_gbs']:.0f} / {row['nccl_busbw_gbs']:.0f} |"
+            f" `{algorithm} i{instances} t{threads}` |"
+        )
+    return lines
+
+
+def compare(before: list[dict], after: list[dict]) -> list[str]:
+    """Two --every-plan runs (an A/B of a change, on one machine): per size the fastest candidate of each,
+    each against the NCCL of its own run, and the time after over before."""
+    lines = [
+        "| collective | bytes | before µs (NCCL / Loom) | after µs (NCCL / Loom) | after / before |",
+        "|---|---|---|---|---|",
+    ]
+    first, second = fastest(before), fastest(after)
+    for key in sorted(first.keys() & second.keys()):
+        a, b = first[key], second[key]
+        lines.append(
+            f"| {key[0]} | {_size_text(key[1])} | {a['loom_us']:.2f} ({a['nccl_us'] / a['loom_us']:.2f}) |"
+            f" {b['loom_us']:.2f} ({b['nccl_us'] / b['loom_us']:.2f}) | {b['loom_us'] / a['loom_us']:.2f} |"
+        )
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -197,10 +240,22 @@ def main() -> int:
     chooser = commands.add_parser("pick", help="the table a collective_bench.py --every-plan run chooses")
     chooser.add_argument("results", type=Path)
     chooser.add_argument("--write", action="store_true", help="store it in " + str(TABLE_FILE))
+    reporter = commands.add_parser("report", help="a markdown table: the fastest candidate per size beside NCCL")
+    reporter.add_argument("results", type=Path)
+    comparer = commands.add_parser("compare", help="a markdown table: two runs' fastest candidates per size")
+    comparer.add_argument("before", type=Path)
+    comparer.add_argument("after", type=Path)
     args = parser.parse_args()
     if args.command == "candidates":
         names = write_candidates(args.world_size, args.out)
         print(f"{len(names)} candidates in {args.out}")
+        return 0
+    if args.command == "report":
+        print("\n".join(report(json.loads(args.results.read_text())["rows"])))
+        return 0
+    if args.command == "compare":
+        before, after = (json.loads(path.read_text())["rows"] for path in (args.before, args.after))
+        print("\n".join(compare(before, after)))
         return 0
     data = json.loads(args.results.read_text())
     if data["meta"].get("mode", "graph") != "graph":

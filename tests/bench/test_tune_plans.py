@@ -112,3 +112,26 @@ def test_scaling_a_table_merges_neighbouring_ranges_that_become_the_same_plan():
         ("allreduce_zero_copy", 131073, GiB, 8, 512),
     ]
     assert scaled(rows, 2) == rows  # nothing scales, nothing merges
+
+
+def _timed(collective: str, size: int, plan: str, loom_us: float, nccl_us: float) -> dict:
+    row = _row(collective, size, plan, loom_us)
+    busbw = size / 1e3  # any number: the report prints what the run recorded
+    return {**row, "nccl_us": nccl_us, "loom_busbw_gbs": busbw / loom_us, "nccl_busbw_gbs": busbw / nccl_us}
+
+
+def test_report_and_compare_print_the_fastest_candidate_of_each_size_beside_nccl():
+    small = tune_plans.candidate_name(2, "allreduce_allpairs_packet", 4, 512)
+    large = tune_plans.candidate_name(2, "allreduce_rs_ag", 64, 1024)
+    before = [_timed("allreduce", KiB, small, 5.0, 10.0), _timed("allreduce", KiB, large, 9.0, 10.0)]
+    before += [_timed("allreduce", GiB, large, 3200.0, 3400.0)]
+    after = [_timed("allreduce", KiB, small, 4.0, 10.0), _timed("allreduce", GiB, large, 3000.0, 3300.0)]
+    lines = tune_plans.report(before)
+    assert lines[2] == "| allreduce | 1 KiB | 10.00 | 5.00 | 2.00 | 0 / 0 | `allreduce_allpairs_packet i4 t512` |"
+    assert lines[3].startswith("| allreduce | 1 GiB | 3400.00 | 3200.00 | 1.06 |")
+    assert "`allreduce_rs_ag i64 t1024`" in lines[3] and len(lines) == 4
+    comparison = tune_plans.compare(before, after)
+    assert comparison[2:] == [
+        "| allreduce | 1 KiB | 5.00 (2.00) | 4.00 (2.50) | 0.80 |",
+        "| allreduce | 1 GiB | 3200.00 (1.06) | 3000.00 (1.10) | 0.94 |",
+    ]
