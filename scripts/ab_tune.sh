@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# A/B of a branch against this tree on a GPU host: the tune stage of scripts/multi_gpu_run.sh (every
+# candidate plan timed at every size, NCCL beside it) run in this tree and then in the branch's, on the
+# same warm machine, and `bench/tune_plans.py compare` of the two runs.
+#
+#   scripts/ab_tune.sh prepare BRANCH   # here: the branch's tree into .dev/ab (git archive), to carry
+#   scripts/ab_tune.sh run              # on the GPU host (GPUS, BUDGET_S as multi_gpu_run.sh): both tunes,
+#                                       # OUT/before, OUT/after and OUT/compare.md
+#
+# Device call: carry build/deps, build/pylibs and .dev/ab. Each tune builds its own tree first (~80 s).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit
+case ${1:-} in
+  prepare)
+    [ -n "${2:-}" ] || { echo "usage: scripts/ab_tune.sh prepare BRANCH" >&2; exit 2; }
+    rm -rf .dev/ab && mkdir -p .dev/ab && git archive "$2" | tar -x -C .dev/ab && echo "$2" >.dev/ab/BRANCH
+    echo "prepared $2 in .dev/ab; carry .dev/ab with build/deps and build/pylibs"
+    ;;
+  run)
+    [ -d .dev/ab ] || { echo "no .dev/ab: run 'scripts/ab_tune.sh prepare BRANCH' here first and carry it" >&2; exit 2; }
+    dest=${OUT:-build-gpu/out}
+    half=${BUDGET_S:+$((BUDGET_S / 2))}
+    OUT=$dest/before BUDGET_S=$half bash scripts/multi_gpu_run.sh tune
+    OUT=$dest/after BUDGET_S=$half DEPS_PREFIX=$PWD/build/deps PY_DEPS=$PWD/build/pylibs \
+      bash .dev/ab/scripts/multi_gpu_run.sh tune
+    for side in before after; do tar -xzf "$dest/$side/multi_gpu_run.tar.gz" -C "$dest/$side"; done
+    gpus=${GPUS:-$(nvidia-smi -L | grep -c '^GPU')}
+    {
+      echo "A/B: this tree (before) against $(cat .dev/ab/BRANCH 2>/dev/null || echo .dev/ab) (after), ${gpus} GPUs"
+      PYTHONPATH=$PWD/compiler:$PWD/build/pylibs python3 bench/tune_plans.py compare "$dest/before/candidates_${gpus}r.json" "$dest/after/candidates_${gpus}r.json"
+    } >"$dest/compare.md"
+    cat "$dest/compare.md"
+    ;;
+  *)
+    echo "usage: scripts/ab_tune.sh prepare BRANCH | run" >&2
+    exit 2
+    ;;
+esac
