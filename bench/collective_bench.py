@@ -26,12 +26,14 @@ import json
 import os
 import sys
 from pathlib import Path
+from statistics import median
 
 import loom
 import torch
 import torch.distributed as dist
 from loom import _native
 from loom.cuda_timing import bus_bandwidth_gbs, time_eager, time_graph
+from tune_plans import fastest_candidates  # beside this file
 
 
 def arguments() -> argparse.Namespace:
@@ -46,6 +48,15 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--every-plan", action="store_true", help="time every fitting plan of each size, not only the narrowest"
     )
+    parser.add_argument(
+        "--refine",
+        type=int,
+        default=0,
+        help="with --every-plan: time the N fastest candidates of each size up to --refine-max-bytes again,"
+        " in --refine-rounds rounds interleaved with NCCL, and keep the medians (small sizes are noisy)",
+    )
+    parser.add_argument("--refine-max-bytes", type=int, default=16 << 20)
+    parser.add_argument("--refine-rounds", type=int, default=4)
     parser.add_argument("--out", default="")
     parser.add_argument("--mode", choices=MODES, default="graph", help="graph replay or eager calls (docstring)")
     return parser.parse_args()
@@ -140,28 +151,29 @@ def main() -> int:
             torch.cuda.synchronize()
             time_calls = timer(args.mode)
             nccl_us = time_calls(nccl_only, args.calls_per_graph, args.repeats, dist.barrier)
+            target = lambda: torch.empty_like(loom_out) if fresh else loom_out  # noqa: E731
+
+            def time_plan(plan) -> float:
+                return time_calls(
+                    lambda: executor.execute(plan, data, target()), args.calls_per_graph, args.repeats, dist.barrier
+                )
+
+            size_rows, by_name = [], {}
             for plan in pick_plans(plans, collective, world, size, args.every_plan) or [None]:
                 row = {"collective": collective, "bytes": size, "mode": args.mode, "nccl_us": nccl_us}
+                size_rows.append(row)
                 if plan is not None:
                     row["plan"] = plan.name
+                    by_name[plan.name] = plan
                     loom_out.zero_()
-                    target = lambda: torch.empty_like(loom_out) if fresh else loom_out  # noqa: E731
                     try:
-                        row["loom_us"] = time_calls(
-                            lambda: executor.execute(plan, data, target()),
-                            args.calls_per_graph,
-                            args.repeats,
-                            dist.barrier,
-                        )
+                        row["loom_us"] = time_plan(plan)
                     except loom.InvalidArgumentError as error:
                         # More blocks than the GPU holds at once (every rank refuses alike): a candidate
                         # of bench/tune_plans.py too wide for this GPU, not a failure.
                         if "the GPU holds at most" not in str(error):
                             raise
                         row["refused"] = str(error)
-                        if rank == 0:
-                            print(json.dumps(row), flush=True)
-                            rows.append(row)
                         continue
                     loom_out.zero_()
                     executor.execute(plan, data, loom_out)  # the result checked below
@@ -171,14 +183,32 @@ def main() -> int:
                     row["max_relative_difference"] = error
                     if error > 1e-5:
                         failures += 1
+            if args.refine and args.every_plan and size <= args.refine_max_bytes:
+                # The fastest few again, in rounds that also time NCCL, so that a slow spell of the machine
+                # falls on all of them alike; each keeps the median of its times. Rank 0's times choose them
+                # (the calls are collective: every rank must time the same plans).
+                chosen = [fastest_candidates(size_rows, args.refine)] if rank == 0 else [None]
+                dist.broadcast_object_list(chosen, src=0)
+                more = {name: [] for name in chosen[0]}
+                nccl_more = []
+                for _ in range(args.refine_rounds):
+                    nccl_more.append(time_calls(nccl_only, args.calls_per_graph, args.repeats, dist.barrier))
+                    for name in more:
+                        more[name].append(time_plan(by_name[name]))
+                for row in size_rows:
+                    row["nccl_us"] = median([nccl_us, *nccl_more])
+                    if row.get("plan") in more:
+                        row["loom_us"] = median([row["loom_us"], *more[row["plan"]]])
+                        row["refined"] = args.refine_rounds
+            for row in size_rows:
                 for who in ("nccl", "loom"):
                     if f"{who}_us" in row:
                         row[f"{who}_busbw_gbs"] = bus_bandwidth_gbs(collective, size, world, row[f"{who}_us"])
                 if rank == 0:
                     print(json.dumps(row), flush=True)
                     rows.append(row)
-                    if args.out:  # after every row: a run cut short by its time limit keeps what it measured
-                        Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+            if rank == 0 and args.out:  # after every size: a run cut short by its time limit keeps what it measured
+                Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     dist.destroy_process_group()
     return 1 if failures else 0
 

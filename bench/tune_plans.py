@@ -129,6 +129,13 @@ def fastest(rows: list[dict]) -> dict[tuple[str, int], dict]:
     return best
 
 
+def fastest_candidates(rows: list[dict], count: int) -> list[str]:
+    """The plans of the `count` fastest timed rows (of one size: collective_bench.py --refine times them
+    again)."""
+    ranked = sorted((row for row in rows if "loom_us" in row), key=lambda row: row["loom_us"])
+    return [row["plan"] for row in ranked[:count]]
+
+
 # Candidates within this fraction of the fastest count as tied (graph replay of small messages moves by
 # more between runs): a tie goes to the plan that won the size below, so noise makes no extra ranges.
 TIE = 0.03

@@ -125,12 +125,14 @@ case $stage in
     LOOM_FAST_PATH=1 step bench_small_fast 100 "${small[@]}" --out "$out/bench_small_fast.json"
     ;;
   tune)
-    # bench/tune_plans.py's candidates for GPUS ranks, each timed by graph replay at every size it suits;
+    # bench/tune_plans.py's candidates for GPUS ranks, each timed by graph replay at every size it suits
+    # (the 3 fastest of each size up to 16 MiB timed 3 times more, interleaved with NCCL: medians);
     # `python bench/tune_plans.py pick candidates_<n>r.json --write` then stores the table they choose.
     python3 bench/tune_plans.py candidates --world-size "$gpus" --out build-gpu/candidates >"$out/candidates.log" 2>&1 ||
       status=1
     step tune_bench 420 python3 -m loom.launch -n "$gpus" --timeout 400 bench/collective_bench.py \
-      --plans build-gpu/candidates --every-plan --calls-per-graph 10 --repeats 5 --out "build-gpu/candidates_${gpus}r.json" \
+      --plans build-gpu/candidates --every-plan --calls-per-graph 10 --repeats 5 --refine 3 --refine-rounds 3 \
+      --out "build-gpu/candidates_${gpus}r.json" \
       --sizes 1024,4096,16384,65536,262144,524288,1048576,2097152,4194304,8388608,16777216,67108864,134217728,268435456,1073741824
     cp "build-gpu/candidates_${gpus}r.json" "$out/"
     python3 bench/tune_plans.py pick "$out/candidates_${gpus}r.json" >"$out/table_${gpus}r.txt" 2>&1 || status=1

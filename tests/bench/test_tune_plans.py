@@ -135,3 +135,10 @@ def test_report_and_compare_print_the_fastest_candidate_of_each_size_beside_nccl
         "| allreduce | 1 KiB | 5.00 (2.00) | 4.00 (2.50) | 0.80 |",
         "| allreduce | 1 GiB | 3200.00 (1.06) | 3000.00 (1.10) | 0.94 |",
     ]
+
+
+def test_the_candidates_collective_bench_refines_are_the_fastest_timed_ones():
+    rows = [_row("allreduce", KiB, "a", 5.0), _row("allreduce", KiB, "b", 4.0), {"plan": "c", "refused": "too wide"}]
+    rows += [_row("allreduce", KiB, "d", 6.0)]
+    assert tune_plans.fastest_candidates(rows, 2) == ["b", "a"]
+    assert tune_plans.fastest_candidates(rows, 9) == ["b", "a", "d"]
