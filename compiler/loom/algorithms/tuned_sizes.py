@@ -34,8 +34,9 @@ TABLE: list[Row] = measured_tables()[TUNED_WORLD_SIZE]
 
 # How much fewer instances than a 2-rank table's to run at a world size without a table of its own.
 # A plan's size grows with instances x world_size x ops per rank (and ops per rank grow with
-# world_size), so the counts come down fast enough to keep the bundled plans near 10 MB, while the
-# bandwidth plans keep several thread blocks per rank (a full-mesh instance has world_size - 1).
+# world_size), so the counts come down fast enough to keep the bundled plans small (plans/default is
+# ~20 MiB), while the bandwidth plans keep several thread blocks per rank (a full-mesh instance has
+# world_size - 1).
 INSTANCE_DIVISORS = {2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 8, 16: 32}
 
 
