@@ -6,9 +6,10 @@
 The set: one node of 2, 4 and 8 ranks and two nodes of 2, 4 and 8 ranks each, out of place and in
 place. All-reduce, all-gather and reduce-scatter get one plan per message-size range of the tuned
 table of that world size (loom.algorithms.tuned_sizes; the 2-rank one, scaled, where a world size has
-none of its own); all-to-all, broadcast (root 0) and send/recv get one plan for
-every size. Each plan is verified as it compiles (compile_algorithm's default). `loom install-plans`
-copies the folder into <cache root>/default, where the executor's plan registry loads it.
+none of its own), and so does all-to-all where the table has rows of it; broadcast (root 0), send/recv
+and an all-to-all the table has no rows of get one plan for every size. Each plan is verified as it
+compiles (compile_algorithm's default). `loom install-plans` copies the folder into
+<cache root>/default, where the executor's plan registry loads it.
 """
 
 from __future__ import annotations
@@ -77,9 +78,11 @@ def default_plans() -> list[DefaultPlan]:
     for world_size, ranks_per_node in SHAPES:
         one_node = world_size == ranks_per_node
         rows = table_for(world_size) if one_node else scaled(TWO_NODE_TABLE, world_size)
+        tuned = {ALGORITHMS[row[0]].collective for row in rows}
         for name in WHOLE_RANGE:
             algorithm = ALGORITHMS[name]
-            rows.append((name, algorithm.min_message_bytes, algorithm.max_message_bytes, 1, 1024))
+            if algorithm.collective not in tuned:  # the table's rows where it has them (all-to-all, once tuned)
+                rows.append((name, algorithm.min_message_bytes, algorithm.max_message_bytes, 1, 1024))
         for name, low, high, instances, threads in rows:
             for inplace in (False, True):
                 plans.append(DefaultPlan(name, world_size, ranks_per_node, inplace, low, high, instances, threads))

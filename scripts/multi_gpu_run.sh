@@ -132,7 +132,7 @@ case $stage in
       status=1
     step tune_bench 420 python3 -m loom.launch -n "$gpus" --timeout 400 bench/collective_bench.py \
       --plans build-gpu/candidates --every-plan --calls-per-graph 10 --repeats 5 --refine 3 --refine-rounds 3 \
-      --out "build-gpu/candidates_${gpus}r.json" \
+      --collectives allreduce,allgather,reducescatter,alltoall --out "build-gpu/candidates_${gpus}r.json" \
       --sizes 1024,4096,16384,65536,262144,524288,1048576,2097152,4194304,8388608,16777216,67108864,134217728,268435456,1073741824
     cp "build-gpu/candidates_${gpus}r.json" "$out/"
     python3 bench/tune_plans.py pick "$out/candidates_${gpus}r.json" >"$out/table_${gpus}r.txt" 2>&1 || status=1

@@ -37,7 +37,7 @@ def test_the_grid_covers_every_collective_and_size_with_candidates_the_world_siz
             instances,
             threads,
         )
-    for collective in ("allreduce", "allgather", "reducescatter"):
+    for collective in ("allreduce", "allgather", "reducescatter", "alltoall"):
         ranges = [(low, high) for algorithm, _, _, low, high in grid if ALGORITHMS[algorithm].collective == collective]
         for size in (1 * KiB, 64 * KiB, 1 * MiB, 64 * MiB, GiB):
             assert any(low <= size <= high for low, high in ranges), (collective, size)
@@ -75,9 +75,9 @@ def test_a_written_table_is_what_the_bundled_plans_and_the_benchmark_use(tmp_pat
     import loom.algorithms.tuned_sizes as tuned_sizes
 
     path = tmp_path / "tuned_sizes.json"
-    path.write_text(tuned_sizes.TABLE_FILE.read_text())
+    path.write_text(json.dumps({"2": json.loads(tuned_sizes.TABLE_FILE.read_text())["2"]}))
     monkeypatch.setattr(tuned_sizes, "TABLE_FILE", path)
-    assert table_for(4)[0][3] == max(1, tuned_sizes.TABLE[0][3] // 4)  # no 4-rank table yet: scaled
+    assert table_for(4) == scaled(tuned_sizes.TABLE, 4)  # no 4-rank table: the 2-rank one scaled
     rows = [("allreduce_allpairs_packet", 0, 64 * KiB, 2, 512), ("allreduce_rs_ag", 64 * KiB + 1, GiB, 16, 1024)]
     meta = {"device": "NVIDIA H200", "nccl": "2.28.9", "date": "2026-11-26", "fast_path": "1"}
     tune_plans.write_table(4, rows, meta, path)
@@ -142,3 +142,30 @@ def test_the_candidates_collective_bench_refines_are_the_fastest_timed_ones():
     rows += [_row("allreduce", KiB, "d", 6.0)]
     assert tune_plans.fastest_candidates(rows, 2) == ["b", "a"]
     assert tune_plans.fastest_candidates(rows, 9) == ["b", "a", "d"]
+
+
+def test_a_table_with_all_to_all_rows_gives_the_bundled_all_to_all_its_ranges(tmp_path, monkeypatch):
+    import loom.algorithms.tuned_sizes as tuned_sizes
+
+    spec = importlib.util.spec_from_file_location("build_default_plans", ROOT / "plans" / "build_default_plans.py")
+    generator = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = generator  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(generator)
+    path = tmp_path / "tuned_sizes.json"
+    path.write_text(tuned_sizes.TABLE_FILE.read_text())
+    monkeypatch.setattr(tuned_sizes, "TABLE_FILE", path)
+    meta = {"device": "NVIDIA H200", "nccl": "2.28.9", "date": "2026-11-26", "fast_path": "1"}
+    rows = [*table_for(4), ("alltoall_fullmesh", 0, MiB, 4, 512), ("alltoall_fullmesh", MiB + 1, GiB, 32, 1024)]
+    tune_plans.write_table(4, rows, meta, path)
+
+    def all_to_all(world: int) -> list[tuple[int, int, int, int]]:
+        return [
+            (plan.min_bytes, plan.max_bytes, plan.instances, plan.threads)
+            for plan in generator.default_plans()
+            if plan.algorithm == "alltoall_fullmesh"
+            and plan.world_size == plan.ranks_per_node == world
+            and not plan.inplace
+        ]
+
+    assert all_to_all(4) == [(0, MiB, 4, 512), (MiB + 1, GiB, 32, 1024)]
+    assert all_to_all(2) == [(0, GiB, 1, 1024)]  # the 2-rank table has no all-to-all rows yet: one plan

@@ -1,4 +1,5 @@
-"""Which library algorithm to run at which message size, for all-reduce, all-gather and reduce-scatter.
+"""Which library algorithm to run at which message size, for all-reduce, all-gather and reduce-scatter
+(and all-to-all, in tables tuned since it is in the grid).
 
 Per world size (ranks on one node) a table measured on GPUs, stored in tuned_sizes.json: for each
 collective, one row per message-size range, with the algorithm, instance count and block size that
