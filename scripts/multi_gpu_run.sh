@@ -20,6 +20,7 @@
 # CASES, a pytest -k expression, narrows the executor stage: CASES="not 2_gpus" on a host of 4 or 8
 # GPUs runs only the cases that need more than 2 (the 2-GPU ones are issue 20's run). BUDGET_S, the seconds
 # the whole call may take, shortens the steps so that the results are packed before it ends.
+# TUNE_COLLECTIVES narrows the tune stage (default allreduce,allgather,reducescatter,alltoall).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 [ $# -gt 0 ] || { echo "stages: check (executor, shared), nccl, bench, nccl-bench, fast, tune, apply, profile" >&2; exit 2; }
@@ -132,7 +133,8 @@ case $stage in
       status=1
     step tune_bench 420 python3 -m loom.launch -n "$gpus" --timeout 400 bench/collective_bench.py \
       --plans build-gpu/candidates --every-plan --calls-per-graph 10 --repeats 5 --refine 3 --refine-rounds 3 \
-      --collectives allreduce,allgather,reducescatter,alltoall --out "build-gpu/candidates_${gpus}r.json" \
+      --collectives "${TUNE_COLLECTIVES:-allreduce,allgather,reducescatter,alltoall}" \
+      --out "build-gpu/candidates_${gpus}r.json" \
       --sizes 1024,4096,16384,65536,262144,524288,1048576,2097152,4194304,8388608,16777216,67108864,134217728,268435456,1073741824
     cp "build-gpu/candidates_${gpus}r.json" "$out/"
     python3 bench/tune_plans.py pick "$out/candidates_${gpus}r.json" >"$out/table_${gpus}r.txt" 2>&1 || status=1
