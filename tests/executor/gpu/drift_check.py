@@ -29,12 +29,11 @@ DTYPE = "int32"
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--plans", required=True, help="a folder of plan JSON files (those for this world size run)")
     parser.add_argument("--sizes", default="4100,1048592", help="message bytes, comma-separated")
     parser.add_argument("--calls", type=int, default=1000, help="eager calls, and graph-replayed calls")
     parser.add_argument("--calls-per-graph", type=int, default=10)
     parser.add_argument("--filter", default="", help="only plan files whose name contains this")
-    ranks.add_arguments(parser)
+    ranks.add_plan_arguments(parser)
     return parser.parse_args()
 
 

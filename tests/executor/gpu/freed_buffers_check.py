@@ -28,10 +28,9 @@ DTYPE = "int32"
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--plans", required=True, help="a folder of plan JSON files")
     parser.add_argument("--size", type=int, default=4 << 20, help="message bytes (large: its own allocation)")
     parser.add_argument("--rounds", type=int, default=4)
-    ranks.add_arguments(parser)
+    ranks.add_plan_arguments(parser)
     return parser.parse_args()
 
 

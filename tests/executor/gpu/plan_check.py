@@ -27,7 +27,6 @@ from reference import DTYPES, check_output, expected_output, make_input, mismatc
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--plans", required=True, help="a folder of plan JSON files (those for this world size run)")
     parser.add_argument("--sizes", default="1024,4100,65536,1048576", help="message bytes, comma-separated")
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--calls", type=int, default=3, help="calls per case, each on fresh data")
@@ -38,7 +37,7 @@ def arguments() -> argparse.Namespace:
         help="write a digest of every output (plan, dtype, size, call, rank) to this file (rank r adds .r):"
         " two runs, one with LOOM_FAST_PATH=1, must write the same digests",
     )
-    ranks.add_arguments(parser)
+    ranks.add_plan_arguments(parser)
     return parser.parse_args()
 
 

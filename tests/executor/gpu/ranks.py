@@ -40,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    """--plans (the checks of a folder of plans) and add_arguments' options."""
+    parser.add_argument("--plans", required=True, help="a folder of plan JSON files (those for this world size run)")
+    add_arguments(parser)
+
+
 def out_of_place_plans(folder: str, world: int, size: int) -> Iterator[tuple[Path, object, int]]:
     """(path, plan, message bytes) of each out-of-place plan for ``world`` ranks in ``folder``: ``size`` in
     whole 4-byte elements per rank (its own smallest size where that is larger), where the plan takes it."""

@@ -30,10 +30,9 @@ PLACES = 8
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--plans", required=True, help="a folder of plan JSON files")
     parser.add_argument("--size", type=int, default=1 << 20, help="message bytes")
     parser.add_argument("--calls", type=int, default=12)
-    ranks.add_arguments(parser)
+    ranks.add_plan_arguments(parser)
     return parser.parse_args()
 
 
