@@ -127,6 +127,8 @@ case $stage in
     ;;
   tune)
     # bench/tune_plans.py's candidates for GPUS ranks, each timed by graph replay at every size it suits
+    # (every power of two up to 16 MiB: a winner's range reaches halfway to the next measured size, and a
+    # one-block LL plan that won at 16 KiB ran 32 KiB slower than NCCL, 9.2 against 7.6 µs in nccl-tests)
     # (the 3 fastest of each size up to 16 MiB timed 3 times more, interleaved with NCCL: medians);
     # `python bench/tune_plans.py pick candidates_<n>r.json --write` then stores the table they choose.
     python3 bench/tune_plans.py candidates --world-size "$gpus" --out build-gpu/candidates >"$out/candidates.log" 2>&1 ||
@@ -135,7 +137,7 @@ case $stage in
       --plans build-gpu/candidates --every-plan --calls-per-graph 10 --repeats 5 --refine 3 --refine-rounds 3 \
       --collectives "${TUNE_COLLECTIVES:-allreduce,allgather,reducescatter,alltoall}" \
       --out "build-gpu/candidates_${gpus}r.json" \
-      --sizes 1024,4096,16384,65536,262144,524288,1048576,2097152,4194304,8388608,16777216,67108864,134217728,268435456,1073741824
+      --sizes 1024,2048,4096,8192,16384,32768,65536,131072,262144,524288,1048576,2097152,4194304,8388608,16777216,67108864,134217728,268435456,1073741824
     cp "build-gpu/candidates_${gpus}r.json" "$out/"
     python3 bench/tune_plans.py pick "$out/candidates_${gpus}r.json" >"$out/table_${gpus}r.txt" 2>&1 || status=1
     ;;
