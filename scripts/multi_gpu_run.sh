@@ -17,7 +17,7 @@
 #   scripts/multi_gpu_run.sh apply       # that table written into tuned_sizes.json, the bundled plans rebuilt
 #
 # Several stages run in one call in the order given (check is executor and shared; each builds first).
-# CASES, a pytest -k expression, narrows the executor stage: CASES="not 2_gpus" on a host of 4 or 8
+# CASES, a pytest -k expression, narrows the executor stage (SHARED_CASES the shared one): CASES="not 2_gpus" on a host of 4 or 8
 # GPUs runs only the cases that need more than 2 (the 2-GPU ones are issue 20's run). BUDGET_S, the seconds
 # the whole call may take, shortens the steps so that the results are packed before it ends.
 # TUNE_COLLECTIVES narrows the tune stage (default allreduce,allgather,reducescatter,alltoall).
@@ -84,7 +84,8 @@ case $stage in
       tests/executor/test_world_size_one.py
     ;;
   shared)
-    step shared_gpu 400 "${pytest[@]}" tests/executor/test_shared_gpu.py -k "fast_and_generic or bundled_plan or sized_in_bytes"
+    step shared_gpu 400 "${pytest[@]}" tests/executor/test_shared_gpu.py \
+      -k "${SHARED_CASES:-fast_and_generic or bundled_plan or sized_in_bytes}"
     ;;
   nccl)
     step nccl_torch 150 "${pytest[@]}" tests/nccl/test_nccl_gpu.py

@@ -82,9 +82,10 @@ def test_every_message_size_has_exactly_one_plan_per_collective_and_shape():
 
 def test_the_folder_stays_small():
     total = sum(path.stat().st_size for path in PLANS.glob("*.json"))
-    # ~28 MiB since the tables were measured with the wider grid and all-to-all rows (more size ranges; a
-    # 4-rank bandwidth plan of 64 instances is ~0.5 MiB): the bound catches runaway growth, not that.
-    assert total < 32 << 20, f"plans/default is {total / 2**20:.1f} MiB"
+    # ~33 MiB since the 2- and 4-rank tables were measured with the wider grid and all-to-all rows (more
+    # size ranges; a 4-rank bandwidth plan of 64 instances is ~0.5 MiB, indented JSON): the bound catches
+    # runaway growth, not that.
+    assert total < 40 << 20, f"plans/default is {total / 2**20:.1f} MiB"
 
 
 def test_the_native_decoder_loads_every_plan():
