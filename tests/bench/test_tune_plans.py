@@ -155,7 +155,10 @@ def test_a_table_with_all_to_all_rows_gives_the_bundled_all_to_all_its_ranges(tm
     path.write_text(tuned_sizes.TABLE_FILE.read_text())
     monkeypatch.setattr(tuned_sizes, "TABLE_FILE", path)
     meta = {"device": "NVIDIA H200", "nccl": "2.28.9", "date": "2026-11-26", "fast_path": "1"}
-    rows = [*table_for(4), ("alltoall_fullmesh", 0, MiB, 4, 512), ("alltoall_fullmesh", MiB + 1, GiB, 32, 1024)]
+    # The committed tables without their all-to-all rows; then the 4-rank one gets two.
+    without = {world: [row for row in table_for(world) if row[0] != "alltoall_fullmesh"] for world in (2, 4)}
+    tune_plans.write_table(2, without[2], meta, path)
+    rows = [*without[4], ("alltoall_fullmesh", 0, MiB, 4, 512), ("alltoall_fullmesh", MiB + 1, GiB, 32, 1024)]
     tune_plans.write_table(4, rows, meta, path)
 
     def all_to_all(world: int) -> list[tuple[int, int, int, int]]:
@@ -168,4 +171,4 @@ def test_a_table_with_all_to_all_rows_gives_the_bundled_all_to_all_its_ranges(tm
         ]
 
     assert all_to_all(4) == [(0, MiB, 4, 512), (MiB + 1, GiB, 32, 1024)]
-    assert all_to_all(2) == [(0, GiB, 1, 1024)]  # the 2-rank table has no all-to-all rows yet: one plan
+    assert all_to_all(2) == [(0, GiB, 1, 1024)]  # a table without all-to-all rows: one plan for every size
