@@ -15,6 +15,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# collective_bench.py --mode: how the calls were timed, for the title.
+MODES = {
+    "graph": "graph replay",
+    "eager-reused": "eager calls, reused tensors",
+    "eager-fresh": "eager calls, fresh tensors",
+}
+
 
 def main(source: str, target: str, generic: str | None = None, best: bool = False) -> None:
     data = json.load(open(source))
@@ -52,7 +59,8 @@ def main(source: str, target: str, generic: str | None = None, best: bool = Fals
             axis.grid(True, which="both", alpha=0.3)
             axis.legend()
     meta = data["meta"]
-    figure.suptitle(f"{meta['world_size']} x {meta['device']}, NCCL {meta['nccl']}, CUDA {meta['cuda']}, graph replay")
+    timing = MODES.get(meta.get("mode", "graph"), meta.get("mode"))
+    figure.suptitle(f"{meta['world_size']} x {meta['device']}, NCCL {meta['nccl']}, CUDA {meta['cuda']}, {timing}")
     figure.tight_layout()
     figure.savefig(target, dpi=90)
 
