@@ -17,8 +17,8 @@
 #   scripts/multi_gpu_run.sh apply       # that table written into tuned_sizes.json, the bundled plans rebuilt
 #
 # Several stages run in one call in the order given (check is executor and shared; each builds first).
-# CASES, a pytest -k expression, narrows the executor stage (SHARED_CASES the shared one): CASES="not 2_gpus" on a host of 4 or 8
-# GPUs runs only the cases that need more than 2 (the 2-GPU ones are issue 20's run). BUDGET_S, the seconds
+# CASES, a pytest -k expression, narrows the executor stage, SHARED_CASES the shared one: CASES="not 2_gpus"
+# on a host of 4 or 8 GPUs runs only the cases that need more than 2 (the 2-GPU ones are issue 20's run). BUDGET_S, the seconds
 # the whole call may take, shortens the steps so that the results are packed before it ends.
 # TUNE_COLLECTIVES narrows the tune stage (default allreduce,allgather,reducescatter,alltoall).
 set -uo pipefail
@@ -128,9 +128,9 @@ case $stage in
     ;;
   tune)
     # bench/tune_plans.py's candidates for GPUS ranks, each timed by graph replay at every size it suits
-    # (every power of two up to 16 MiB: a winner's range reaches halfway to the next measured size, and a
-    # one-block LL plan that won at 16 KiB ran 32 KiB slower than NCCL, 9.2 against 7.6 µs in nccl-tests)
-    # (the 3 fastest of each size up to 16 MiB timed 3 times more, interleaved with NCCL: medians);
+    # (the 3 fastest of each size up to 16 MiB timed 3 times more, interleaved with NCCL: medians). Every
+    # power of two up to 16 MiB is measured: a winner's range reaches halfway to the next measured size,
+    # and a one-block LL plan that won at 16 KiB ran 32 KiB slower than NCCL (9.2 against 7.6 µs in nccl-tests);
     # `python bench/tune_plans.py pick candidates_<n>r.json --write` then stores the table they choose.
     python3 bench/tune_plans.py candidates --world-size "$gpus" --out build-gpu/candidates >"$out/candidates.log" 2>&1 ||
       status=1
