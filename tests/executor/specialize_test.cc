@@ -237,6 +237,16 @@ TEST(SpecializeTest, AnInPlaceOneShotPairFusesAcrossItsDependencySync) {
   EXPECT_EQ(program.ops.size(), 4u);
 }
 
+// The compiled library plan, as bundled: every block of the in-place LL all-reduce becomes one one-shot.
+TEST(SpecializeTest, TheBundledInPlaceLLAllReduceRunsAsOneShots) {
+  const Plan plan = Plan::load(std::string(LOOM_SOURCE_DIR) +
+                               "/plans/default/allreduce_allpairs_packet_2r_0_2048_inplace.json");
+  ResolvedProgram program = resolve(plan, 0, 2048);
+  specialize(program);
+  ASSERT_EQ(program.ops.size(), program.blocks());
+  for (const device::Op& op : program.ops) EXPECT_EQ(op.code, OpCode::kOneShot);
+}
+
 TEST(SpecializeTest, ASmallProgramLaunchesAThreadPerUnitInWholeWarps) {
   const Plan plan = twoRanks(R"({"op": "put", "src": )" + kIn0 + R"(, "dsts": [)" + peer("output", 0) + "]}").parse();
   // 2 chunks per rank: a message of n bytes moves n/2 in its one op, n/32 units of 16 bytes.
