@@ -96,12 +96,53 @@ def worker(args: argparse.Namespace) -> None:
     dist.destroy_process_group()
 
 
-def run_torch(args: argparse.Namespace, library: str, preload: bool) -> dict:
+class Side:
+    """The environment of one side's ranks: plain NCCL, or the library preloaded, with the bundled plans
+    installed into a cache of this run's own (as `loom install-plans` puts them; a fresh machine has none,
+    and the library then forwards every call) and its INFO log, one line per kind of call and what ran
+    it, written to files that `check_routes` reads after the run."""
+
+    def __init__(self, library: str, preload: bool, work: Path) -> None:
+        self.preload = preload
+        self.logs = work / ("loom_logs" if preload else "nccl_logs")
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.env = {"NCCL_NVLS_ENABLE": "0", "LOOM_CACHE_DIR": str(work / "cache")}
+        if preload:
+            self.env.update(
+                {
+                    "LD_PRELOAD": library,
+                    "LOOM_NCCL_DEBUG": "INFO",
+                    "LOOM_NCCL_DEBUG_FILE": str(self.logs / "loom.%h.%p.log"),
+                }
+            )
+
+    def check_routes(self, program: str) -> None:
+        """Raises unless the library ran: loaded, with plans, and no float32 all-reduce forwarded to NCCL
+        (the numbers would then compare NCCL with itself)."""
+        if not self.preload:
+            return
+        lines = [line for log in sorted(self.logs.glob("*.log")) for line in log.read_text().splitlines()]
+        self.logs.joinpath("checked").mkdir(exist_ok=True)
+        for log in self.logs.glob("*.log"):
+            log.rename(self.logs / "checked" / f"{program}.{log.name}")
+        if not any("ncclCommInitRank" in line for line in lines):
+            raise SystemExit(f"{program}: the preloaded library logged nothing: was it loaded (LD_PRELOAD)?")
+        off = [line for line in lines if "Loom off" in line or "no Loom plans are registered" in line]
+        forwarded = [
+            line for line in lines if "AllReduce" in line and "float32" in line and "forwarded to NCCL" in line
+        ]
+        if off or forwarded:
+            raise SystemExit(f"{program}: the library did not run Loom:\n" + "\n".join((off + forwarded)[:8]))
+
+
+def install_plans(work: Path) -> None:
+    subprocess.run([sys.executable, "-m", "loom", "install-plans", "--cache-dir", str(work / "cache")], check=True)
+
+
+def run_torch(args: argparse.Namespace, side: Side) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "results.json"
-        env = {**os.environ, "NCCL_NVLS_ENABLE": "0"}
-        if preload:
-            env["LD_PRELOAD"] = library
+        env = {**os.environ, **side.env}
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.nproc}"]
         command += [
             __file__,
@@ -114,23 +155,24 @@ def run_torch(args: argparse.Namespace, library: str, preload: bool) -> dict:
         ]
         command += ["--calls-per-graph", str(args.calls_per_graph), "--repeats", str(args.repeats)]
         subprocess.run(command, check=True, env=env, timeout=3600)
+        side.check_routes("torch")
         return json.loads(out.read_text())
 
 
-def run_nccl_tests(args: argparse.Namespace, library: str, preload: bool) -> list[dict]:
+def run_nccl_tests(args: argparse.Namespace, side: Side) -> list[dict]:
     program = Path(args.nccl_tests) / "all_reduce_perf"
-    preloaded = {"NCCL_NVLS_ENABLE": "0", **({"LD_PRELOAD": library} if preload else {})}
-    env = {**os.environ, **preloaded}
+    env = {**os.environ, **side.env}
     command = [str(program), "-b", str(args.min_bytes), "-e", str(args.max_bytes), "-f", "2", "-c", "1"]
     if args.mpi:
         sys.path.insert(0, str(ROOT / "tests" / "nccl"))
         from nccl_tests_build import mpirun_command
 
-        command = [*mpirun_command(args.nproc, preloaded), *command, "-g", "1"]
+        command = [*mpirun_command(args.nproc, side.env), *command, "-g", "1"]
         env = dict(os.environ)  # the preload goes to the ranks only, not to mpirun
     else:
         command += ["-g", str(args.nproc)]
     output = subprocess.run(command, check=True, env=env, capture_output=True, text=True, timeout=3600).stdout
+    side.check_routes("nccl-tests")
     rows = []
     for line in output.splitlines():
         fields = line.split()
@@ -229,13 +271,18 @@ def main() -> None:
         from loom.nccl import nccl_library_path
 
         library = str(nccl_library_path())
-    data = {
-        "date": datetime.date.today().isoformat(),
-        "nproc": args.nproc,
-        "torch": {"nccl": run_torch(args, library, False), "loom": run_torch(args, library, True)},
-    }
-    if args.nccl_tests:
-        data["nccl_tests"] = {"nccl": run_nccl_tests(args, library, False), "loom": run_nccl_tests(args, library, True)}
+    library = str(Path(library).resolve())  # the ranks may start elsewhere
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        install_plans(work)
+        plain, preloaded = Side(library, False, work), Side(library, True, work)
+        data = {
+            "date": datetime.date.today().isoformat(),
+            "nproc": args.nproc,
+            "torch": {"nccl": run_torch(args, plain), "loom": run_torch(args, preloaded)},
+        }
+        if args.nccl_tests:
+            data["nccl_tests"] = {"nccl": run_nccl_tests(args, plain), "loom": run_nccl_tests(args, preloaded)}
     Path(args.data).parent.mkdir(parents=True, exist_ok=True)
     Path(args.data).write_text(json.dumps(data, indent=1))
     write_report(args, data)

@@ -13,6 +13,7 @@
 #   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
+#   scripts/multi_gpu_run.sh launch-overlap  # graph replay and eager to 1 MiB, LOOM_PDL=0 and 1 interleaved
 #   scripts/multi_gpu_run.sh tune        # bench/tune_plans.py: candidates timed at every size, the table they pick
 #   scripts/multi_gpu_run.sh apply       # that table written into tuned_sizes.json, the bundled plans rebuilt
 #
@@ -125,6 +126,21 @@ case $stage in
       --max-bytes 1048576 --mode graph)
     LOOM_FAST_PATH=0 step bench_small_generic 100 "${small[@]}" --out "$out/bench_small_generic.json"
     LOOM_FAST_PATH=1 step bench_small_fast 100 "${small[@]}" --out "$out/bench_small_fast.json"
+    ;;
+  launch-overlap)
+    # Programmatic dependent launch (docs/executor.md) off and on, interleaved twice: graph replay and
+    # eager calls (reused tensors) up to 1 MiB, NCCL beside each run.
+    tuned_plans
+    small=(python3 -m loom.launch -n "$gpus" --timeout 100 bench/collective_bench.py --plans build-gpu/tuned_plans
+      --max-bytes 1048576)
+    for round in 1 2; do
+      for pdl in 0 1; do
+        LOOM_PDL=$pdl step "graph_pdl${pdl}_$round" 100 "${small[@]}" --mode graph --out "$out/graph_pdl${pdl}_$round.json"
+      done
+    done
+    for pdl in 0 1; do
+      LOOM_PDL=$pdl step "eager_pdl$pdl" 100 "${small[@]}" --mode eager-reused --out "$out/eager_pdl$pdl.json"
+    done
     ;;
   tune)
     # bench/tune_plans.py's candidates for GPUS ranks, each timed by graph replay at every size it suits

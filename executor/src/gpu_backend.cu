@@ -6,17 +6,44 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
 #include "backend.hpp"
 #include "cuda_check.hpp"
+#include "environment.hpp"
 #include "gpu.hpp"
 #include "loom/gpu_buffer.hpp"
 #include "reduce_dispatch.hpp"
 
 namespace loom {
 namespace {
+
+// Programmatic dependent launch (Hopper on): a kernel launched with programmatic stream serialisation
+// may be scheduled while the kernel before it on the stream still runs, so its launch latency hides
+// behind that kernel's tail (in a CUDA graph of back-to-back calls, most of the gap between them). It
+// must wait for that kernel's completion, and see its memory, before reading anything: inputs, and the
+// call counts the previous call of the same plan wrote. Without the launch attribute both are no-ops.
+__device__ __forceinline__ void waitForPrecedingKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel of the stream be scheduled now, once this one may start its work. Only after
+// waitForPrecedingKernel: at most two kernels of a stream are resident, this one and the next, which
+// waits, so a graph of many calls does not fill the GPU with waiting blocks.
+__device__ __forceinline__ void letNextKernelLaunch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+__device__ __forceinline__ void startAfterPrecedingKernel() {
+  waitForPrecedingKernel();
+  letNextKernelLaunch();
+}
 
 // Two kernels per (data type, operator): the inline one for specialised programs, which travel in its
 // parameters (the fast path, specialize.hpp), and the interpreter of Program's tables for the rest.
@@ -25,6 +52,7 @@ namespace {
 // and the fast handlers spill.
 template <typename Reduce>
 __global__ void __launch_bounds__(1024, 1) interpret(const __grid_constant__ device::Program program) {
+  startAfterPrecedingKernel();
   device::runBlock<Reduce>(program, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
@@ -32,6 +60,7 @@ __global__ void __launch_bounds__(1024, 1) interpret(const __grid_constant__ dev
 // its generic handler takes two units per step (more reads in flight, for the bandwidth plans).
 template <typename Reduce>
 __global__ void __launch_bounds__(512, 1) interpretNarrow(const __grid_constant__ device::Program program) {
+  startAfterPrecedingKernel();
   device::runBlock<Reduce, 2>(program, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
@@ -42,12 +71,39 @@ template <typename Reduce>
 __global__ void __launch_bounds__(device::kMaxInlineThreads, 1)
     interpretInline(const __grid_constant__ device::Program program,
                     const __grid_constant__ device::InlineProgram inlined) {
+  startAfterPrecedingKernel();
   device::runInlineBlock<Reduce>(program, inlined, blockIdx.x, threadIdx.x, blockDim.x);
+}
+
+// Whether calls launch with programmatic stream serialisation (above): on unless LOOM_PDL=0, and off
+// for ranks sharing a GPU, whose blocks must all be resident at once (gpu_sharing.hpp): a next call's
+// blocks, resident early and waiting, could keep a peer rank's blocks of this call from starting.
+bool overlapsLaunches(const Communicator& communicator) {
+  if (communicator.ranksSharingGpu().size() > 1) return false;
+  const std::optional<std::string> value = processEnvironment("LOOM_PDL");
+  return !value || parseBoolean(*value, "LOOM_PDL");
+}
+
+// Launches `kernel` on `stream`, with programmatic stream serialisation when `overlap`.
+template <typename... Params, typename... Args>
+cudaError_t launchKernel(void (*kernel)(Params...), uint32_t blocks, uint32_t threads, cudaStream_t stream,
+                         bool overlap, const Args&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = overlap ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
 class GpuBackend final : public Backend {
  public:
-  explicit GpuBackend(Communicator& communicator) : communicator_(communicator), device_(communicator.cudaDevice()) {
+  explicit GpuBackend(Communicator& communicator)
+      : communicator_(communicator), device_(communicator.cudaDevice()), overlapLaunches_(overlapsLaunches(communicator)) {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
     // Setup copies run on their own non-blocking stream: a copy on the legacy stream would wait
     // for (and so deadlock against) a kernel still waiting for a peer.
@@ -80,18 +136,20 @@ class GpuBackend final : public Backend {
 
   void launch(const device::Program& program, const device::InlineProgram* inlined, uint32_t threads, DataType type,
               ReduceOp op, void* stream) override {
+    cudaError_t status = cudaSuccess;
     dispatchReduce(type, op, [&]<typename Reduce>() {
       const auto cudaStream = static_cast<cudaStream_t>(stream);
       if (inlined != nullptr) {
-        interpretInline<Reduce><<<program.blocks, threads, 0, cudaStream>>>(program, *inlined);
+        status = launchKernel(interpretInline<Reduce>, program.blocks, threads, cudaStream, overlapLaunches_, program,
+                              *inlined);
       } else if (threads <= 512) {
-        interpretNarrow<Reduce><<<program.blocks, threads, 0, cudaStream>>>(program);
+        status = launchKernel(interpretNarrow<Reduce>, program.blocks, threads, cudaStream, overlapLaunches_, program);
       } else {
-        interpret<Reduce><<<program.blocks, threads, 0, cudaStream>>>(program);
+        status = launchKernel(interpret<Reduce>, program.blocks, threads, cudaStream, overlapLaunches_, program);
       }
     });
-    const cudaError_t status = cudaGetLastError();
     if (status != cudaSuccess) {
+      cudaGetLastError();  // the launch failed: clear it, so later CUDA calls of the caller do not see it
       // A trap of an earlier call (a device-side wait that timed out) surfaces here: say who waited.
       communicator_.deviceDiagnostics().check();
       checkCuda(status, "launching the interpreter kernel");
@@ -133,6 +191,7 @@ class GpuBackend final : public Backend {
  private:
   Communicator& communicator_;
   int device_;
+  bool overlapLaunches_;
   cudaStream_t setupStream_ = nullptr;
   std::map<std::tuple<uint32_t, DataType, ReduceOp>, uint32_t> residentBlocks_;
 };

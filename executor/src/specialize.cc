@@ -57,6 +57,16 @@ bool oneShotPair(const ResolvedProgram& program, const device::Op& put, const de
   return sameOperand(program.operands[put.first], program.operands[reduce.first]);
 }
 
+// The block sync the dependency pass puts between an in-place one-shot's put and its reduction: the
+// reduction writes the chunk the put reads. Inside the fused op each thread writes only the units it
+// read and sent itself, so the pair may fuse across it; the fused op syncs before instead, which keeps
+// every op before the put ordered before the reduction.
+bool inPlaceSync(const ResolvedProgram& program, const device::Op& put, const device::Op& sync,
+                 const device::Op& reduce) {
+  if (sync.code != OpCode::kNop || sync.flags != device::kOpSyncBefore || reduce.dsts != 1) return false;
+  return sameOperand(program.operands[put.first], program.operands[reduce.first + reduce.srcs]);
+}
+
 // Fuses the one-shot pairs of every block; the operand runs are laid out again in op order.
 void fuseOneShots(ResolvedProgram& program) {
   std::vector<device::Op> ops;
@@ -72,21 +82,24 @@ void fuseOneShots(ResolvedProgram& program) {
                                         program.operands.begin() + op.first + op.srcs + op.dsts);
   };
   for (uint32_t block = 0; block + 1 < program.blockOps.size(); ++block) {
-    for (uint32_t i = program.blockOps[block]; i < program.blockOps[block + 1]; ++i) {
+    const uint32_t end = program.blockOps[block + 1];
+    for (uint32_t i = program.blockOps[block]; i < end; ++i) {
       const device::Op& op = program.ops[i];
-      if (i + 1 < program.blockOps[block + 1] && oneShotPair(program, op, program.ops[i + 1])) {
-        const device::Op& reduce = program.ops[i + 1];
+      const bool synced = i + 2 < end && oneShotPair(program, op, program.ops[i + 2]) &&
+                          inPlaceSync(program, op, program.ops[i + 1], program.ops[i + 2]);
+      if (synced || (i + 1 < end && oneShotPair(program, op, program.ops[i + 1]))) {
+        const device::Op& reduce = program.ops[synced ? i + 2 : i + 1];
         // Sources: the chunk, then the peers' packets; destinations: the reduction's, then the puts'.
         std::vector<device::Operand> run = runOf(reduce);
         const std::vector<device::Operand> put = runOf(op);
         run.insert(run.end(), put.begin() + 1, put.end());
         device::Op fused = reduce;
         fused.code = OpCode::kOneShot;
-        fused.flags = uint8_t((op.flags & device::kOpSyncBefore) | reduce.flags);
+        fused.flags = uint8_t((op.flags & device::kOpSyncBefore) | reduce.flags | (synced ? device::kOpSyncBefore : 0));
         fused.dsts = uint8_t(reduce.dsts + op.dsts);
         fused.inputDestinations = op.dsts;
         append(fused, std::move(run));
-        ++i;
+        i += synced ? 2 : 1;
       } else {
         append(op, runOf(op));
       }

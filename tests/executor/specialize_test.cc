@@ -211,6 +211,42 @@ TEST(SpecializeTest, AOneShotPairDoesNotFuseAcrossASyncOrWhenAnOpStaysGeneric) {
   EXPECT_EQ(program.ops[0].code, OpCode::kFastTransfer);
 }
 
+// In place, the dependency pass puts a block sync between the put and the reduction (the reduction writes
+// the chunk the put reads). Each thread of the fused op writes only units it read itself, so the pair
+// fuses across that sync, and the fused op syncs before it instead (ops before the put stay ordered).
+TEST(SpecializeTest, AnInPlaceOneShotPairFusesAcrossItsDependencySync) {
+  const std::string put = R"({"op": "copy", "src": )" + kIn0 + R"(, "dst": {"buffer": "scratch", "index": 0}},
+      {"op": "put_packet", "src": )" + kIn1 + R"(, "dsts": [)" + peer("scratch", 1) + R"(]}, {"op": "nop"},
+      {"op": "reduce_packet", "reduce_op": "sum", "src": )" + kIn1 + R"(, "srcs": [{"buffer": "scratch", "index": 1}],
+       "dst": )";
+  PlanText inplace = twoRanks(put + kIn1 + "}", "memory", "ll");
+  inplace.inplace = true;
+  ResolvedProgram program = resolve(inplace.parse(), 0, 4096);
+  ASSERT_EQ(program.ops.size(), 4u);
+  specialize(program);
+  ASSERT_EQ(program.ops.size(), 2u);
+  EXPECT_EQ(program.ops[0].code, OpCode::kCopy);
+  EXPECT_EQ(program.ops[1].code, OpCode::kOneShot);
+  EXPECT_TRUE(program.ops[1].flags & device::kOpSyncBefore);
+  EXPECT_EQ(program.blockOps, (std::vector<uint32_t>{0, 2}));
+  // Into another chunk than the one the put reads, the sync orders something else: no fusion.
+  PlanText other = twoRanks(put + kIn0 + "}", "memory", "ll");
+  other.inplace = true;
+  program = resolve(other.parse(), 0, 4096);
+  specialize(program);
+  EXPECT_EQ(program.ops.size(), 4u);
+}
+
+// The compiled library plan, as bundled: every block of the in-place LL all-reduce becomes one one-shot.
+TEST(SpecializeTest, TheBundledInPlaceLLAllReduceRunsAsOneShots) {
+  const Plan plan = Plan::load(std::string(LOOM_SOURCE_DIR) +
+                               "/plans/default/allreduce_allpairs_packet_2r_0_2048_inplace.json");
+  ResolvedProgram program = resolve(plan, 0, 2048);
+  specialize(program);
+  ASSERT_EQ(program.ops.size(), program.blocks());
+  for (const device::Op& op : program.ops) EXPECT_EQ(op.code, OpCode::kOneShot);
+}
+
 TEST(SpecializeTest, ASmallProgramLaunchesAThreadPerUnitInWholeWarps) {
   const Plan plan = twoRanks(R"({"op": "put", "src": )" + kIn0 + R"(, "dsts": [)" + peer("output", 0) + "]}").parse();
   // 2 chunks per rank: a message of n bytes moves n/2 in its one op, n/32 units of 16 bytes.

@@ -6,6 +6,7 @@ was not built (it needs the CUDA toolkit and nccl.h at build time)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -344,3 +345,26 @@ def test_init_all_runs_every_rank_of_one_thread(tmp_path: Path) -> None:
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v"]))
+
+
+def _nccl_bench():
+    spec = importlib.util.spec_from_file_location("nccl_bench", ROOT / "bench" / "nccl_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_refuses_a_run_the_library_did_not_run_on_loom(tmp_path: Path) -> None:
+    """bench/nccl_bench.py reads the library's INFO log after each preloaded run: numbers of a run that
+    forwarded its all-reduces (no plans, Loom off) or never loaded the library would compare NCCL with
+    itself."""
+    side = _nccl_bench().Side(str(LIBRARY), True, tmp_path / "bench")
+    log_file = side.env["LOOM_NCCL_DEBUG_FILE"]
+    steps = "allreduce:1024:float32:sum"
+    _drive(tmp_path, "threads", "2", steps, LOOM_NCCL_DEBUG_FILE=log_file)
+    side.check_routes("driver")
+    _drive(tmp_path, "threads", "2", steps, LOOM_NCCL_DEBUG_FILE=log_file, LOOM_NCCL_FORCE_NCCL="1")
+    with pytest.raises(SystemExit, match="did not run Loom:\n.*Loom off \\(LOOM_NCCL_FORCE_NCCL is set\\)"):
+        side.check_routes("driver")
+    with pytest.raises(SystemExit, match="logged nothing"):
+        side.check_routes("driver")
