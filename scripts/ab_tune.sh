@@ -10,8 +10,9 @@
 # AB_STAGES (default tune) runs other stages of multi_gpu_run.sh on both sides instead, e.g.
 # AB_STAGES="fast nccl-bench" for a fast-path change; compare.md is written for the tune stage only.
 #
-# Device call: carry build/deps, build/pylibs and .dev/ab (and .dev/nccl-tests for the nccl stages). Each
-# side builds its own tree first (~80 s).
+# Device call: carry build/deps, build/pylibs and .dev/ab (and .dev/nccl-tests for the nccl stages). Both
+# trees are built before either side runs (about 2.5 minutes each on a fresh machine), and what is left of
+# BUDGET_S is split between the sides.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 case ${1:-} in
@@ -29,12 +30,20 @@ case ${1:-} in
   run)
     [ -d .dev/ab ] || { echo "no .dev/ab: run 'scripts/ab_tune.sh prepare BRANCH' here first and carry it" >&2; exit 2; }
     dest=${OUT:-build-gpu/out}
-    half=${BUDGET_S:+$((BUDGET_S / 2))}
+    mkdir -p "$dest"
     read -r -a stages <<<"${AB_STAGES:-tune}"
     # The branch's script runs in .dev/ab: both sides take nccl-tests' sources from this tree.
     export LOOM_NCCL_TESTS_SRC=${LOOM_NCCL_TESTS_SRC:-$PWD/.dev/nccl-tests}
-    OUT=$dest/before BUDGET_S=$half bash scripts/multi_gpu_run.sh "${stages[@]}"
     [ -d .dev/ab/plans/default ] || cp -r plans/default .dev/ab/plans/default
+    # Both trees are built first, outside the sides' budgets: a cold build takes about 2.5 minutes, which
+    # half of a call's budget barely covers (each side's own build then only finds it done). The rest of
+    # BUDGET_S is split between the sides.
+    bash scripts/device_build.sh >/dev/null 2>"$dest/build_before.log" || { tail -n 30 "$dest/build_before.log"; exit 1; }
+    (cd .dev/ab && DEPS_PREFIX=$OLDPWD/build/deps PY_DEPS=$OLDPWD/build/pylibs bash scripts/device_build.sh) \
+      >/dev/null 2>"$dest/build_after.log" || { tail -n 30 "$dest/build_after.log"; exit 1; }
+    half=${BUDGET_S:+$(((BUDGET_S - SECONDS) / 2))}
+    echo "both trees built in $SECONDS s${half:+; each side gets $half s}"
+    OUT=$dest/before BUDGET_S=$half bash scripts/multi_gpu_run.sh "${stages[@]}"
     OUT=$dest/after BUDGET_S=$half DEPS_PREFIX=$PWD/build/deps PY_DEPS=$PWD/build/pylibs \
       bash .dev/ab/scripts/multi_gpu_run.sh "${stages[@]}"
     for side in before after; do tar -xzf "$dest/$side/multi_gpu_run.tar.gz" -C "$dest/$side"; done
