@@ -21,7 +21,9 @@ namespace loom::nccl {
 enum class LogLevel : uint8_t { kNone, kVersion, kWarn, kInfo, kTrace };
 
 struct Settings {
-  LogLevel logLevel = LogLevel::kNone;
+  // WARN unless LOOM_NCCL_DEBUG or NCCL_DEBUG says otherwise: what it reports (no plans registered, so
+  // every call goes to NCCL; no real NCCL to forward to; a failed call) would otherwise go unseen.
+  LogLevel logLevel = LogLevel::kWarn;
   std::string logFile;  // empty: stdout
   bool forceNccl = false;
   // Bit i set: Collective(i) may run on Loom. All set when LOOM_NCCL_COLLECTIVES is unset.

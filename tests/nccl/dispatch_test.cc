@@ -176,6 +176,9 @@ TEST(NcclSettings, EnvironmentErrorsNameTheVariable) {
   EXPECT_TRUE(listed.allowsOnLoom(Collective::kSendRecv));
   EXPECT_FALSE(listed.allowsOnLoom(Collective::kAllGather));
   unsetenv("LOOM_NCCL_COLLECTIVES");
+  unsetenv("LOOM_NCCL_DEBUG");
+  unsetenv("NCCL_DEBUG");
+  EXPECT_EQ(settingsFromEnvironment().logLevel, LogLevel::kWarn);  // neither variable set
   setenv("LOOM_NCCL_DEBUG", "LOUD", 1);
   EXPECT_THROW(settingsFromEnvironment(), Error);
   setenv("LOOM_NCCL_DEBUG", "info", 1);
