@@ -52,8 +52,9 @@ def arguments() -> argparse.Namespace:
         "--refine",
         type=int,
         default=0,
-        help="with --every-plan: time the N fastest candidates of each size up to --refine-max-bytes again,"
-        " in --refine-rounds rounds interleaved with NCCL, and keep the medians (small sizes are noisy)",
+        help="time the N fastest plans of each size up to --refine-max-bytes again (with one plan per size:"
+        " that plan), in --refine-rounds rounds interleaved with NCCL, and keep the medians (small sizes are"
+        " noisy, and a slow spell of the machine then falls on both sides alike)",
     )
     parser.add_argument("--refine-max-bytes", type=int, default=16 << 20)
     parser.add_argument("--refine-rounds", type=int, default=4)
@@ -183,7 +184,7 @@ def main() -> int:
                     row["max_relative_difference"] = error
                     if error > 1e-5:
                         failures += 1
-            if args.refine and args.every_plan and size <= args.refine_max_bytes:
+            if args.refine and size <= args.refine_max_bytes and by_name:
                 # The fastest few again, in rounds that also time NCCL, so that a slow spell of the machine
                 # falls on all of them alike; each keeps the median of its times. Rank 0's times choose them
                 # (the calls are collective: every rank must time the same plans).

@@ -97,7 +97,10 @@ case $stage in
     ;;
   bench-graph | bench-eager | bench-generic)
     tuned_plans
-    launch=(python3 -m loom.launch -n "$gpus" --timeout 200 bench/collective_bench.py --plans build-gpu/tuned_plans)
+    # Up to 16 MiB each size is timed 3 times more, NCCL and Loom in turns (medians): a slow spell of the
+    # host then falls on both alike (eager calls' host times moved by 10 us between sizes on 2 x H200).
+    launch=(python3 -m loom.launch -n "$gpus" --timeout 200 bench/collective_bench.py --plans build-gpu/tuned_plans
+      --refine 1 --refine-rounds 3)
     # All-to-all too from 4 GPUs (issue 21); at 2 it is a plain exchange.
     [ "$gpus" -ge 4 ] && launch+=(--collectives allreduce,allgather,reducescatter,alltoall)
     case $stage in
