@@ -19,6 +19,7 @@ import datetime
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,13 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--calls-per-graph", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--library", default="", help="libloom_nccl.so (default: loom nccl-path)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run each side this many times, plain and preloaded in turns, and keep each size's median: a slow"
+        " spell of the machine then falls on both sides alike",
+    )
     parser.add_argument("--nccl-tests", default="", help="folder with nccl-tests' all_reduce_perf (built)")
     parser.add_argument("--mpi", action="store_true", help="nccl-tests was built with MPI: mpirun -np NPROC, -g 1")
     parser.add_argument("--out", default=str(ROOT / "docs" / "perf" / "nccl.md"))
@@ -52,8 +60,6 @@ def sizes(args: argparse.Namespace) -> list[int]:
 
 
 def worker(args: argparse.Namespace) -> None:
-    import statistics
-
     import torch
     import torch.distributed as dist
 
@@ -190,6 +196,48 @@ def run_nccl_tests(args: argparse.Namespace, side: Side) -> list[dict]:
     return rows
 
 
+def in_turns(rounds: int, run, plain: Side, preloaded: Side, merge) -> dict:
+    """{"nccl": ..., "loom": ...}: `run` of each side `rounds` times, the sides in turns, merged by `merge`."""
+    runs = {"nccl": [], "loom": []}
+    for _ in range(rounds):
+        runs["nccl"].append(run(plain))
+        runs["loom"].append(run(preloaded))
+    return {side: merge(results) for side, results in runs.items()}
+
+
+def merge_torch(runs: list[dict]) -> dict:
+    """One torch run's form, each size's times the medians over the runs."""
+    merged = dict(runs[0])
+    merged["results"] = [
+        {
+            "bytes": first["bytes"],
+            "eager_us": statistics.median(run["results"][i]["eager_us"] for run in runs),
+            "graph_us": statistics.median(run["results"][i]["graph_us"] for run in runs),
+        }
+        for i, first in enumerate(runs[0]["results"])
+    ]
+    return merged
+
+
+def merge_nccl_tests(runs: list[list[dict]]) -> list[dict]:
+    """nccl-tests' rows, times the medians over the runs, wrong elements the most any run found."""
+
+    def most_wrong(values: list[str]) -> str:
+        numbers = [int(value) for value in values if value.isdigit()]
+        return str(max(numbers)) if len(numbers) == len(values) else "/".join(sorted(set(values)))
+
+    return [
+        {
+            "bytes": first["bytes"],
+            "out_of_place_us": statistics.median(run[i]["out_of_place_us"] for run in runs),
+            "out_of_place_wrong": most_wrong([run[i]["out_of_place_wrong"] for run in runs]),
+            "in_place_us": statistics.median(run[i]["in_place_us"] for run in runs),
+            "in_place_wrong": most_wrong([run[i]["in_place_wrong"] for run in runs]),
+        }
+        for i, first in enumerate(runs[0])
+    ]
+
+
 def human(size: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
@@ -207,7 +255,9 @@ def write_report(args: argparse.Namespace, data: dict) -> None:
         "",
         f"`python bench/nccl_bench.py --nproc {args.nproc}` on {data['date']}: {args.nproc} x {plain['device']},"
         f" torch {plain['torch']}, NCCL {plain['nccl']}. torch.distributed all-reduce, float32, sum, in place;"
-        " median microseconds per call (eager: back-to-back calls; graph: calls replayed from one CUDA graph).",
+        " median microseconds per call (eager: back-to-back calls; graph: calls replayed from one CUDA graph)"
+        + (f"; each side run {data['rounds']} times, in turns with the other, medians" if data["rounds"] > 1 else "")
+        + ".",
         "Ratio: NCCL's time over the preloaded library's (above 1: the library is faster).",
         "",
         "| size | NCCL eager | Loom eager | ratio | NCCL graph | Loom graph | ratio |",
@@ -276,13 +326,12 @@ def main() -> None:
         work = Path(folder)
         install_plans(work)
         plain, preloaded = Side(library, False, work), Side(library, True, work)
-        data = {
-            "date": datetime.date.today().isoformat(),
-            "nproc": args.nproc,
-            "torch": {"nccl": run_torch(args, plain), "loom": run_torch(args, preloaded)},
-        }
+        data = {"date": datetime.date.today().isoformat(), "nproc": args.nproc, "rounds": args.rounds}
+        data["torch"] = in_turns(args.rounds, lambda side: run_torch(args, side), plain, preloaded, merge_torch)
         if args.nccl_tests:
-            data["nccl_tests"] = {"nccl": run_nccl_tests(args, plain), "loom": run_nccl_tests(args, preloaded)}
+            data["nccl_tests"] = in_turns(
+                args.rounds, lambda side: run_nccl_tests(args, side), plain, preloaded, merge_nccl_tests
+            )
     Path(args.data).parent.mkdir(parents=True, exist_ok=True)
     Path(args.data).write_text(json.dumps(data, indent=1))
     write_report(args, data)

@@ -187,7 +187,7 @@ case $stage in
     eval "$(python3 tests/nccl/nccl_tests_build.py build-gpu/nccl-tests 2>"$out/nccl_tests_build.log")" || status=1
     LD_LIBRARY_PATH=${real_nccl_dir:-}:$LD_LIBRARY_PATH
     export LD_LIBRARY_PATH
-    step nccl_bench 480 python3 bench/nccl_bench.py --nproc "$gpus" --nccl-tests build-gpu/nccl-tests/bin ${mpi:+--mpi} \
+    step nccl_bench 480 python3 bench/nccl_bench.py --nproc "$gpus" --rounds 3 --nccl-tests build-gpu/nccl-tests/bin ${mpi:+--mpi} \
       --library build-gpu/executor/nccl/libloom_nccl.so --out "$out/nccl.md" --data "$out/nccl.json"
     ;;
   *)
