@@ -75,13 +75,17 @@ __global__ void __launch_bounds__(device::kMaxInlineThreads, 1)
   device::runInlineBlock<Reduce>(program, inlined, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
-// Whether calls launch with programmatic stream serialisation (above): on unless LOOM_PDL=0, and off
+// Whether calls launch with programmatic stream serialisation (above): on unless LOOM_PDL=0 (read first,
+// so a malformed value is refused on every GPU); off before Hopper, which has no such launches; and off
 // for ranks sharing a GPU, whose blocks must all be resident at once (gpu_sharing.hpp): a next call's
 // blocks, resident early and waiting, could keep a peer rank's blocks of this call from starting.
-bool overlapsLaunches(const Communicator& communicator) {
-  if (communicator.ranksSharingGpu().size() > 1) return false;
+bool overlapsLaunches(const Communicator& communicator, int device) {
   const std::optional<std::string> value = processEnvironment("LOOM_PDL");
-  return !value || parseBoolean(*value, "LOOM_PDL");
+  if (value && !parseBoolean(*value, "LOOM_PDL")) return false;
+  int major = 0;
+  checkCuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+            "cudaDeviceGetAttribute(compute capability)");
+  return major >= 9 && communicator.ranksSharingGpu().size() <= 1;
 }
 
 // Launches `kernel` on `stream`, with programmatic stream serialisation when `overlap`.
@@ -103,7 +107,9 @@ cudaError_t launchKernel(void (*kernel)(Params...), uint32_t blocks, uint32_t th
 class GpuBackend final : public Backend {
  public:
   explicit GpuBackend(Communicator& communicator)
-      : communicator_(communicator), device_(communicator.cudaDevice()), overlapLaunches_(overlapsLaunches(communicator)) {
+      : communicator_(communicator),
+        device_(communicator.cudaDevice()),
+        overlapLaunches_(overlapsLaunches(communicator, device_)) {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
     // Setup copies run on their own non-blocking stream: a copy on the legacy stream would wait
     // for (and so deadlock against) a kernel still waiting for a peer.
