@@ -31,10 +31,13 @@ class Executor:
         self.communicator = communicator
         self._native = native.Executor(communicator)
         self._plans: dict[str, object] = {}
+        # Fixed for the communicator, and asked on every call (each a call into the native layer otherwise).
+        self._cuda_device = communicator.cuda_device
+        self._on_gpu = self._native.on_gpu
 
     @property
     def on_gpu(self) -> bool:
-        return self._native.on_gpu
+        return self._on_gpu
 
     def abort(self, wait_s: float = 5.0) -> bool:
         """Like ``ncclCommAbort``: end a call in flight on another thread (on the CPU backend within about
@@ -86,21 +89,28 @@ class Executor:
 
     def _check(self, plan: object, source: BufferView, target: BufferView) -> None:
         _, output_bytes = native_module().plan_buffer_bytes(plan, source.nbytes)
-        call = f"the {plan.collective} of {source.nbytes}-byte inputs over {plan.world_size} ranks"
-        self._check_views(source, target, output_bytes, call)
+        self._check_views(
+            source,
+            target,
+            output_bytes,
+            lambda: f"the {plan.collective} of {source.nbytes}-byte inputs over {plan.world_size} ranks",
+        )
 
-    def _check_views(self, source: BufferView, target: BufferView, output_bytes: int, call: str) -> None:
+    def _check_views(self, source: BufferView, target: BufferView, output_bytes: int, call) -> None:
+        """``call`` names the call in an error: a string, or a function that makes one (only on an error)."""
         if source.dtype != target.dtype:
             raise InvalidArgumentError(f"output: dtype {target.dtype} differs from the input's {source.dtype}")
         if target.nbytes != output_bytes:
-            raise InvalidArgumentError(f"output: holds {target.nbytes} bytes, but {call} writes {output_bytes}")
-        wanted = "cuda" if self.on_gpu else "cpu"
+            said = call() if callable(call) else call
+            raise InvalidArgumentError(f"output: holds {target.nbytes} bytes, but {said} writes {output_bytes}")
+        on_gpu = self._on_gpu
+        wanted = "cuda" if on_gpu else "cpu"
         for name, view in (("input", source), ("output", target)):
             if view.device != wanted:
-                where = "a GPU" if self.on_gpu else "host threads (a host-only communicator)"
+                where = "a GPU" if on_gpu else "host threads (a host-only communicator)"
                 raise InvalidArgumentError(f"{name}: lives on {view.device}, but this executor runs on {where}")
-            device = self.communicator.cuda_device
-            if self.on_gpu and view.device_index is not None and view.device_index != device:
+            device = self._cuda_device
+            if on_gpu and view.device_index is not None and view.device_index != device:
                 raise InvalidArgumentError(
                     f"{name}: is on cuda:{view.device_index}; the communicator uses cuda:{device}"
                 )

@@ -10,6 +10,7 @@ in ``sys.modules``, so that is where they are looked up.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import sys
 from dataclasses import dataclass, field
@@ -110,6 +111,11 @@ def _current_stream(views: list[BufferView]) -> int:
             continue
         if _is_instance_of(view.owner, "torch", "Tensor"):
             torch = sys.modules["torch"]
+            # The raw handle, where torch has it (as its own compiled code reads it): current_stream()
+            # builds a Stream object per call, a few microseconds of every eager call.
+            raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+            if raw is not None and view.device_index is not None:
+                return int(raw(view.device_index))
             return int(torch.cuda.current_stream(view.device_index).cuda_stream)
         if _is_instance_of(view.owner, "cupy", "ndarray"):
             cupy = sys.modules["cupy"]
@@ -140,31 +146,45 @@ def _torch_view(tensor, argument: str) -> BufferView:
     dtype = _torch_dtypes(torch).get(tensor.dtype)
     if dtype is None:
         raise _unsupported_dtype(argument, str(tensor.dtype).removeprefix("torch."))
-    device = tensor.device.type
+    place = tensor.device  # a new torch.device each time it is asked for
+    device = place.type
     if device not in ("cpu", "cuda"):
-        raise _unsupported_device(argument, str(tensor.device))
+        raise _unsupported_device(argument, str(place))
     if not tensor.is_contiguous():
         raise _not_contiguous(argument, tuple(tensor.shape), tuple(tensor.stride()), "elements")
-    index = tensor.device.index if device == "cuda" else None
+    index = place.index if device == "cuda" else None
     return BufferView(tensor.data_ptr(), tensor.numel() * tensor.element_size(), dtype, device, index, tensor)
 
 
+@functools.lru_cache(maxsize=4)
 def _torch_dtypes(torch) -> dict:
+    """torch dtype -> Loom dtype name, once per torch module (every eager call asks)."""
     # uint32 and the float8 types are recent additions to torch; older releases simply cannot hold them.
     names = {"float32", "float16", "bfloat16", "int32", "uint32", "float8_e4m3fn", "float8_e5m2"}
     return {getattr(torch, name): name for name in names if hasattr(torch, name)}
 
 
 def _numpy_view(array, argument: str) -> BufferView:
-    # dtype.name, not the typestr: ml_dtypes' bfloat16 and float8 types all read '<V1'/'<V2' in a typestr.
-    dtype = array.dtype
-    if dtype.name not in _ITEMSIZE or not dtype.isnative:
-        shown = dtype.name if dtype.isnative else f"{dtype.name} ({dtype.str}, non-native byte order)"
-        raise _unsupported_dtype(argument, shown)
+    dtype = _numpy_dtype(array.dtype, argument)
     if not array.flags.c_contiguous:
         raise _not_contiguous(argument, array.shape, array.strides, "bytes")
     pointer = array.__array_interface__["data"][0]
-    return BufferView(pointer, array.nbytes, dtype.name, "cpu", None, array)
+    return BufferView(pointer, array.nbytes, dtype, "cpu", None, array)
+
+
+@functools.lru_cache(maxsize=64)
+def _numpy_dtype_name(dtype) -> str | None:
+    """The Loom dtype of a NumPy dtype, None when Loom has none (numpy builds dtype.name anew each time)."""
+    # dtype.name, not the typestr: ml_dtypes' bfloat16 and float8 types all read '<V1'/'<V2' in a typestr.
+    return dtype.name if dtype.name in _ITEMSIZE and dtype.isnative else None
+
+
+def _numpy_dtype(dtype, argument: str) -> str:
+    name = _numpy_dtype_name(dtype)
+    if name is None:
+        shown = dtype.name if dtype.isnative else f"{dtype.name} ({dtype.str}, non-native byte order)"
+        raise _unsupported_dtype(argument, shown)
+    return name
 
 
 def _cuda_interface_view(obj, interface: dict, argument: str) -> BufferView:

@@ -515,6 +515,13 @@ def test_fake_torch_tensors(fake_torch, dtype: str) -> None:
     assert stream_handle(None, [view]) == 0x5001
 
 
+def test_fake_torch_current_stream_is_read_raw_where_torch_has_it(fake_torch) -> None:
+    # torch._C._cuda_getCurrentRawStream: the handle without a Stream object per call (eager calls' cost).
+    fake_torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x9000 + index)
+    view = buffer_view(fake_torch.Tensor(fake_torch.float32, (4,), (1,), device="cuda:2"), "input")
+    assert stream_handle(None, [view]) == 0x9002
+
+
 def test_fake_torch_refusals(fake_torch) -> None:
     tensor = fake_torch.Tensor
     with pytest.raises(InvalidArgumentError, match=rf"^output has dtype float64, .*supported dtypes: {SUPPORTED}$"):
