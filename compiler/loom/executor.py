@@ -13,6 +13,7 @@ message size. Buffers are used in place, never copied: a non-contiguous tensor i
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from loom.errors import InvalidArgumentError
 from loom.native import native_module
@@ -65,7 +66,7 @@ class Executor:
     def copy_views(self, source: BufferView, target: BufferView, stream: int) -> None:
         """A copy between this rank's buffers, as NCCL runs every collective of a job of one rank and a send
         to itself: nothing to move when ``source`` is ``target``, else a copy on ``stream``."""
-        self._check_views(source, target, source.nbytes, f"a local copy of {source.nbytes} bytes")
+        self._check_views(source, target, source.nbytes, lambda: f"a local copy of {source.nbytes} bytes")
         self._native.copy_local(source.pointer, target.pointer, source.nbytes, stream)
 
     def stream_for(self, stream: object, views: list[BufferView]) -> int:
@@ -96,13 +97,12 @@ class Executor:
             lambda: f"the {plan.collective} of {source.nbytes}-byte inputs over {plan.world_size} ranks",
         )
 
-    def _check_views(self, source: BufferView, target: BufferView, output_bytes: int, call) -> None:
-        """``call`` names the call in an error: a string, or a function that makes one (only on an error)."""
+    def _check_views(self, source: BufferView, target: BufferView, output_bytes: int, call: Callable[[], str]) -> None:
+        """``call()`` names the call in an error (made only then: this runs on every call)."""
         if source.dtype != target.dtype:
             raise InvalidArgumentError(f"output: dtype {target.dtype} differs from the input's {source.dtype}")
         if target.nbytes != output_bytes:
-            said = call() if callable(call) else call
-            raise InvalidArgumentError(f"output: holds {target.nbytes} bytes, but {said} writes {output_bytes}")
+            raise InvalidArgumentError(f"output: holds {target.nbytes} bytes, but {call()} writes {output_bytes}")
         on_gpu = self._on_gpu
         wanted = "cuda" if on_gpu else "cpu"
         for name, view in (("input", source), ("output", target)):
