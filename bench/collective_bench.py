@@ -32,7 +32,7 @@ import loom
 import torch
 import torch.distributed as dist
 from loom import _native
-from loom.cuda_timing import bus_bandwidth_gbs, time_eager, time_graph
+from loom.tools.cuda_timing import bus_bandwidth_gbs, time_eager, time_graph
 from tune_plans import fastest_candidates  # beside this file
 
 

@@ -20,11 +20,11 @@ import statistics
 import sys
 import time
 
-from loom import emit
 from loom.algorithms import get
+from loom.compiler import emit
+from loom.compiler.driver import compile_algorithm
 from loom.ir import plan_to_dict
-from loom.plan_compiler import compile_algorithm
-from loom.schema import check_schema
+from loom.plan.schema import check_schema
 from loom.verify import verify
 
 GOAL_S = 2.0

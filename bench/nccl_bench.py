@@ -64,7 +64,7 @@ def worker(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
     sys.path.insert(0, str(ROOT / "compiler"))
-    from loom.cuda_timing import time_graph
+    from loom.tools.cuda_timing import time_graph
 
     dist.init_process_group("nccl")
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -318,7 +318,7 @@ def main() -> None:
     library = args.library
     if not library:
         sys.path.insert(0, str(ROOT / "compiler"))
-        from loom.nccl import nccl_library_path
+        from loom.runtime.nccl import nccl_library_path
 
         library = str(nccl_library_path())
     library = str(Path(library).resolve())  # the ranks may start elsewhere

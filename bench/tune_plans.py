@@ -77,7 +77,7 @@ def parse_candidate_name(name: str) -> tuple[str, int, int]:
 
 
 def _compile(world_size: int, candidate: tuple[str, int, int, int, int]) -> tuple[str, str]:
-    from loom.plan_compiler import compile_algorithm
+    from loom.compiler.driver import compile_algorithm
 
     algorithm, instances, threads, low, high = candidate
     name = candidate_name(world_size, algorithm, instances, threads)

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 from loom.algorithms.tuned_sizes import table_for
-from loom.plan_compiler import compile_algorithm
+from loom.compiler.driver import compile_algorithm
 
 
 def main() -> None:

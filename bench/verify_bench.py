@@ -19,7 +19,7 @@ import time
 
 from compile_bench import _machine  # the same machine line as the compile benchmark
 from loom.algorithms import ALGORITHMS
-from loom.plan_compiler import compile_algorithm
+from loom.compiler.driver import compile_algorithm
 from loom.verify import format_findings, verify
 from loom.verify.program import Program
 from loom.verify.report import FindingLog

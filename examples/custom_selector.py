@@ -21,7 +21,7 @@ os.environ["LOOM_DEFAULT_PLANS"] = "0"  # only this example's plans, so that the
 
 import loom  # noqa: E402
 import numpy as np  # noqa: E402
-from loom.host_ranks import run_ranks  # noqa: E402
+from loom.runtime.host_ranks import run_ranks  # noqa: E402
 
 WORLD = 4
 SMALL = 32 * 1024

@@ -59,8 +59,9 @@ def compile_verify_register(world_size: int) -> str:
 
 def run_on_cpu(world_size: int) -> None:
     import numpy as np
-    from loom import Communicator, registry
-    from loom.host_ranks import run_ranks
+    from loom import Communicator
+    from loom.runtime import registry
+    from loom.runtime.host_ranks import run_ranks
 
     name = compile_verify_register(world_size)
     count = 4096 * world_size

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from loom.algorithms import ALGORITHMS, GiB, KiB
 from loom.algorithms.tuned_sizes import scaled, table_for
-from loom.plan_compiler import compile_algorithm
+from loom.compiler.driver import compile_algorithm
 
 PLANS_DIR = Path(__file__).resolve().parent / "default"
 

@@ -1,5 +1,5 @@
 import sys
 
-from loom.cli import main
+from loom.tools.cli import main
 
 sys.exit(main())

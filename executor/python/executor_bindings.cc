@@ -1,5 +1,5 @@
 // loom._native.Executor: runs plans on the communicator's GPU or, for a host-only communicator, on
-// host threads. Buffers arrive as addresses; loom.executor (Python) turns tensors and arrays into
+// host threads. Buffers arrive as addresses; loom.runtime.executor (Python) turns tensors and arrays into
 // them and checks their shapes first.
 
 #include <pybind11/pybind11.h>

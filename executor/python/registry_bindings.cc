@@ -1,5 +1,6 @@
 // loom._native registry functions: the process's plan registry and selector (loom/plan_registry.hpp).
-// loom.registry (Python) is the documented face of these; it accepts plan paths and checks arguments.
+// loom.registry (Python, compiler/loom/runtime/registry.py) is the documented face of these;
+// it accepts plan paths and checks arguments.
 
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>

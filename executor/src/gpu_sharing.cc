@@ -29,7 +29,8 @@ std::vector<int> checkGpuSharing(const Communicator& communicator) {
     throw Error(ErrorCategory::kInvalidArgument,
                 who + ": at most " + std::to_string(kMostRanksSharing) + " ranks may share one GPU (there are " +
                     std::to_string(sharers.size()) +
-                    "), the most that has been tested. Run plans of more ranks on the CPU backend (loom.host_ranks)");
+                    "), the most that has been tested. Run plans of more ranks on the CPU backend "
+                    "(loom.runtime.host_ranks)");
   }
   // Each rank's stream needs a hardware queue of its own: kernels of streams that share one start in
   // order, so a kernel that waits for another rank's next call would hold that call back (CUDA's

@@ -1,7 +1,7 @@
 #pragma once
 
 // Ranks sharing one GPU: a testing mode, off unless LOOM_SHARE_GPU=1, in which several ranks of one
-// process (threads, as loom.host_ranks runs them), each with its own stream, scratch, channels and
+// process (threads, as loom.runtime.host_ranks runs them), each with its own stream, scratch, channels and
 // proxy, run on one GPU, so plans of 4 and 8 ranks run on a machine with one. Their numbers are
 // kernel costs on one GPU, not NVLink's. The interpreter blocks of those ranks wait for one another,
 // so they must all be resident at once; nothing in CUDA guarantees that, so a call checks it.

@@ -26,8 +26,8 @@ def _message_bytes(plan_text: str, plan) -> int:
 def run(plan_text: str, nbytes: int, seed: int = 7) -> list[np.ndarray]:
     """Every rank's output after one call of the plan on nbytes per rank of random int32 data."""
     import loom
-    from loom.host_ranks import run_ranks
     from loom.native import native_module
+    from loom.runtime.host_ranks import run_ranks
 
     native = native_module()
     plan = loom.Plan.parse(plan_text)

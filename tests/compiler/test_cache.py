@@ -1,4 +1,4 @@
-"""loom.cache: LOOM_CACHE_DIR names the cache root; default plans and JIT plans live in folders under it."""
+"""loom.plan.cache: LOOM_CACHE_DIR names the cache root; default plans and JIT plans live in folders under it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from loom import cache, cli
+from loom.plan import cache
+from loom.tools import cli
 
 
 def test_loom_cache_dir_names_the_root(monkeypatch, tmp_path):
@@ -59,8 +60,8 @@ def test_write_atomically_keeps_the_old_file_when_writing_fails(tmp_path):
 
 
 def test_loom_default_plans_is_a_strict_boolean(monkeypatch):
-    from loom.cache import default_plans_enabled
     from loom.errors import InvalidArgumentError
+    from loom.plan.cache import default_plans_enabled
 
     for value, enabled in [("", True), ("1", True), ("Yes", True), ("on", True), ("0", False), ("FALSE", False)]:
         monkeypatch.setenv("LOOM_DEFAULT_PLANS", value)

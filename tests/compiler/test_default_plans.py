@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from loom.algorithms import ALGORITHMS, GiB
-from loom.schema import check_schema
+from loom.plan.schema import check_schema
 
 REPO = Path(__file__).resolve().parents[2]
 PLANS = REPO / "plans" / "default"

@@ -1,4 +1,4 @@
-"""loom.install_plans and `loom install-plans`: bundled plans into <cache root>/default, idempotently."""
+"""loom.runtime.install_plans and `loom install-plans`: bundled plans into <cache root>/default, idempotently."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
-from loom import cli, install_plans
 from loom.errors import LoomError
-from loom.install_plans import bundled_plans, bundled_plans_dir, install_default_plans
+from loom.runtime import install_plans
+from loom.runtime.install_plans import bundled_plans, bundled_plans_dir, install_default_plans
+from loom.tools import cli
 
 REPO = Path(__file__).resolve().parents[2]
 

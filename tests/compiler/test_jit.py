@@ -1,4 +1,4 @@
-"""loom.jit: compile once, then read the plan back from <cache root>/jit/<key>.json."""
+"""loom.compiler.jit: compile once, then read the plan back from <cache root>/jit/<key>.json."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from loom import jit
+from loom.compiler import jit
+from loom.compiler.driver import compile_algorithm
+from loom.compiler.jit import cache_key, jit_compile
 from loom.errors import DSLError, InvalidArgumentError
-from loom.jit import cache_key, jit_compile
-from loom.plan_compiler import compile_algorithm
 
 SPEC = {"world_size": 2, "instances": 2}
 

@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from loom import schema
+from loom.plan import schema
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "plans"
 PLANS = sorted((DATA / "malformed").glob("*.json")) + sorted((DATA / "good").glob("*.json"))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import loom
 import pytest
-from loom import cli, schema, validate
+from loom.plan import schema, validate
+from loom.tools import cli
 
 try:
     from loom import _native

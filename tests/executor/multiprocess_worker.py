@@ -21,7 +21,7 @@ import time
 import loom
 import numpy as np
 from loom import _native
-from loom.plan_compiler import compile_algorithm
+from loom.compiler.driver import compile_algorithm
 
 
 def report(**fields: object) -> None:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from loom import cli
-from loom.install_plans import STAMP_NAME, bundled_plans, ensure_default_plans_installed, install_default_plans
+from loom.runtime.install_plans import STAMP_NAME, bundled_plans, ensure_default_plans_installed, install_default_plans
+from loom.tools import cli
 
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
-from loom import Communicator, registry  # noqa: E402
-from loom.host_ranks import run_ranks  # noqa: E402
+from loom import Communicator  # noqa: E402
+from loom.runtime import registry  # noqa: E402
+from loom.runtime.host_ranks import run_ranks  # noqa: E402
 
 PLANS = bundled_plans()
 

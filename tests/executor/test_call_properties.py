@@ -25,7 +25,7 @@ import pytest
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
 import loom  # noqa: E402
 from loom.errors import LoomError  # noqa: E402
-from loom.host_ranks import run_ranks  # noqa: E402
+from loom.runtime.host_ranks import run_ranks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from loom import demo
+from loom.tools import demo
 
 pytest.importorskip("loom._native", reason="the native module is not built")
 

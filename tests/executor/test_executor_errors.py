@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from loom.compiler.driver import compile_algorithm
 from loom.errors import InvalidArgumentError, LoomTimeoutError
-from loom.plan_compiler import compile_algorithm
 
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))

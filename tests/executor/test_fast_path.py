@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import loom  # noqa: E402
-from loom.tensors import DTYPES, BufferView  # noqa: E402
+from loom.runtime.tensors import DTYPES, BufferView  # noqa: E402
 from plan_buffers import plan_buffers  # noqa: E402
 from rank_threads import run_ranks  # noqa: E402
 from test_cpu_backend import _case_id, _cases, _plan  # noqa: E402

@@ -143,8 +143,8 @@ def test_a_4_rank_case_is_clean_under_compute_sanitizer(tool, tmp_path):
 REFUSALS = textwrap.dedent(
     """
     import sys, torch, loom
-    from loom.host_ranks import run_ranks
-    from loom.plan_compiler import compile_algorithm
+    from loom.runtime.host_ranks import run_ranks
+    from loom.compiler.driver import compile_algorithm
 
     def body(bootstrap):
         torch.cuda.set_device(0)

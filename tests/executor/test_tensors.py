@@ -1,4 +1,4 @@
-"""loom.tensors: what the executor learns from the arrays and streams it is given.
+"""loom.runtime.tensors: what the executor learns from the arrays and streams it is given.
 
 NumPy, hand-made interface objects, NumPy's own DLPack export and a DLPack producer built here with
 ctypes run everywhere. torch and CuPy are stood in for by small fake modules placed in sys.modules (the
@@ -15,7 +15,7 @@ import types
 import numpy as np
 import pytest
 from loom.errors import InvalidArgumentError
-from loom.tensors import DTYPES, BufferView, buffer_view, stream_handle
+from loom.runtime.tensors import DTYPES, BufferView, buffer_view, stream_handle
 
 SUPPORTED = ", ".join(DTYPES)
 RNG = np.random.default_rng(20240611)

@@ -22,7 +22,7 @@ import pytest
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
 import loom  # noqa: E402
 from loom.errors import InvalidArgumentError  # noqa: E402
-from loom.host_ranks import run_ranks  # noqa: E402
+from loom.runtime.host_ranks import run_ranks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "runtime"))

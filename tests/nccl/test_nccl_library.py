@@ -96,7 +96,7 @@ def test_exports_are_the_api_of_nccl_h() -> None:
 
 def test_nccl_path_command(capsys: pytest.CaptureFixture[str]) -> None:
     _built(LIBRARY)
-    from loom.cli import main
+    from loom.tools.cli import main
 
     assert main(["nccl-path"]) == 0
     path = Path(capsys.readouterr().out.strip())

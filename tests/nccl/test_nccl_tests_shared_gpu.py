@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from loom.plan_compiler import compile_algorithm
+from loom.compiler.driver import compile_algorithm
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "runtime"))

@@ -2,7 +2,7 @@
 
 Every algorithm is a module with a ``build(world_size, ranks_per_node=None, *, instances=1,
 inplace=False, name=None, **options) -> CollectiveProgram`` that records the program; compile it
-with ``loom.emit.emit_plan_text(program)`` or, in one step, ``loom.plan_compiler.compile_algorithm``.
+with ``loom.compiler.emit.emit_plan_text(program)`` or, in one step, ``loom.compiler.driver.compile_algorithm``.
 ``ALGORITHMS`` maps each name to an :class:`Algorithm` entry (collective, protocol, shapes it
 supports, default message-size range, options). docs/algorithms.md has the table.
 """

@@ -14,7 +14,7 @@ import lark
 
 from loom.assembly.ops import ALL_OPS, CHAIN_OPS, ID_LIST_OPS, LIST_FIELDS
 from loom.errors import InvalidArgumentError, PlanError
-from loom.plan_json import normalise_plan
+from loom.plan.canonical import normalise_plan
 
 GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
 
@@ -378,7 +378,7 @@ def _line_of(lines: dict[str, int], path: str) -> int | None:
 
 
 def assemble(text: str, origin: str = "<text>", *, check: bool = False) -> dict:
-    """The plan (normalised, as ``loom.plan_json.normalise_plan`` leaves it) that ``text`` describes.
+    """The plan (normalised, as ``loom.plan.canonical.normalise_plan`` leaves it) that ``text`` describes.
 
     Raises ``AssemblyError`` (a ``PlanError``) naming the line and what was expected. With
     ``check``, the plan is also checked against the schema and a violation is reported at the
@@ -393,7 +393,7 @@ def assemble(text: str, origin: str = "<text>", *, check: bool = False) -> dict:
     builder = _Builder(origin)
     plan = normalise_plan(builder.plan(tree))
     if check:
-        from loom.schema import check_schema  # jsonschema loads only when a check is asked for
+        from loom.plan.schema import check_schema  # jsonschema loads only when a check is asked for
 
         try:
             check_schema(plan)

@@ -1,6 +1,6 @@
 """Plan JSON (a dict) to plan assembly text; ``loom.assembly.asm`` reads it back.
 
-The plan should pass the schema (``loom.schema.check_schema``). A field the text form cannot say
+The plan should pass the schema (``loom.plan.schema.check_schema``). A field the text form cannot say
 is a ``PlanError`` naming its JSON path, never silently dropped.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from loom.assembly.ops import CHAIN_OPS, ID_LIST_OPS, LIST_FIELDS
 from loom.errors import PlanError
-from loom.plan_json import PLAN_KEYS, compact_json, normalise_plan
+from loom.plan.canonical import PLAN_KEYS, compact_json, normalise_plan
 
 # Names and file names that need no quotes; anything else is written as a JSON string.
 BARE_NAME = re.compile(r"[A-Za-z0-9_.+\-]+")
@@ -126,7 +126,7 @@ def _id_list_op(data: dict, path: str) -> str:
 
 def format_op(op: dict) -> str:
     """One op as the first line plan assembly writes for it (a pipeline: its header line)."""
-    from loom.plan_json import normalise_op
+    from loom.plan.canonical import normalise_op
 
     return _op_lines(normalise_op(op), "", "op")[0]
 
@@ -202,7 +202,7 @@ def _header_lines(plan: _Fields) -> list[str]:
 
 def disassemble(plan: dict) -> str:
     """The plan in plan assembly: a header, then per rank its channels, semaphores and thread blocks
-    with one op per line. Defaults are normalised away first (``loom.plan_json.normalise_plan``)."""
+    with one op per line. Defaults are normalised away first (``loom.plan.canonical.normalise_plan``)."""
     fields = _Fields(normalise_plan(plan), "", _PLAN_FIELDS)
     lines = _header_lines(fields)
     for position, gpu in enumerate(fields["gpus"]):

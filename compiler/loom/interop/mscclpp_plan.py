@@ -72,8 +72,8 @@ def import_mscclpp_plan(
     the plan schema and, with ``verify``, proven by the plan verifier (three calls, as ``loom
     compile``): a plan it finds wrong raises ``loom.verify.VerificationError``. ``name`` replaces the
     plan's name; ``ranks_per_node`` defaults to the world size (MSCCL++ plans do not record it)."""
-    from loom.plan_json import canonical_plan_text
-    from loom.schema import check_schema
+    from loom.plan.canonical import canonical_plan_text
+    from loom.plan.schema import check_schema
 
     plan = convert_mscclpp_plan(data, name=name, ranks_per_node=ranks_per_node)
     check_schema(plan, plan["name"])

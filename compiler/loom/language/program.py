@@ -269,7 +269,7 @@ class CollectiveProgram:
         """The plan as canonical JSON text (schema-checked). With ``indent`` or other ``json.dumps``
         options (MSCCL++'s signature), the same plan formatted as asked: not the canonical text, but it
         loads, verifies and runs the same."""
-        from loom.emit import emit_plan_text
+        from loom.compiler.emit import emit_plan_text
 
         text = emit_plan_text(self)
         if indent is None and not json_options:

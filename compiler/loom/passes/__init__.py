@@ -1,7 +1,7 @@
 """The compiler pipeline: each pass is a module with ``run(plan) -> plan`` (docs/compiler.md).
 
 Order (DESIGN.md): checks on the recorded program, thread-block-group lowering, dependency
-analysis, instance replication, fusion, resource assignment. Emitting is loom.emit.
+analysis, instance replication, fusion, resource assignment. Emitting is loom.compiler.emit.
 """
 
 from __future__ import annotations

@@ -61,8 +61,8 @@ def load_plan(path: str | os.PathLike[str]) -> dict:
         from loom.assembly import assemble_file
 
         return assemble_file(path, check=True)
-    from loom.schema import check_schema
-    from loom.validate import read_plan_json
+    from loom.plan.schema import check_schema
+    from loom.plan.validate import read_plan_json
 
     plan = read_plan_json(path)
     check_schema(plan, str(path))

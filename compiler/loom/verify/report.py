@@ -67,7 +67,7 @@ def op_text(op: dict) -> str:
     # The assembly package (and lark with it) loads only when there is something to report.
     from loom.assembly.disasm import format_op
     from loom.errors import PlanError
-    from loom.plan_json import compact_json
+    from loom.plan.canonical import compact_json
 
     bare = {key: value for key, value in op.items() if key != "loc"}
     try:

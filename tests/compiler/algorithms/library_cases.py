@@ -6,7 +6,7 @@ import functools
 import json
 
 from loom.algorithms import ALGORITHMS
-from loom.plan_compiler import compile_algorithm
+from loom.compiler.driver import compile_algorithm
 
 SINGLE_NODE = (2, 3, 4, 8)
 PER_NODE = (2, 4, 8)  # multi-node: 2 nodes x these

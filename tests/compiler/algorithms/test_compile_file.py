@@ -6,8 +6,8 @@ import json
 import textwrap
 
 import pytest
+from loom.compiler.driver import compile_file
 from loom.errors import DSLError, InvalidArgumentError
-from loom.plan_compiler import compile_file
 from loom.verify import verify
 
 BUILDER = textwrap.dedent(

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from loom.compiler.driver import compile_file, compile_function
 from loom.errors import DSLError, InvalidArgumentError
-from loom.plan_compiler import compile_file, compile_function
 
 # The shared user DSL file, plus functions that fail in the ways the tests need.
 SOURCE = (

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from library_cases import case_id, cases, options_for, plan_dict, plan_text, walk_ops
 from loom.algorithms import ALGORITHMS
-from loom.plan_compiler import compile_algorithm
-from loom.schema import check_schema
+from loom.compiler.driver import compile_algorithm
+from loom.plan.schema import check_schema
 from loom.verify import format_findings, verify
 from loom.version import __version__
 
@@ -111,7 +111,7 @@ def test_native_decoder_accepts_the_plan(case):
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_disassembly_assembles_back_to_the_same_bytes(case):
     from loom.assembly import assemble, disassemble
-    from loom.plan_json import canonical_plan_text
+    from loom.plan.canonical import canonical_plan_text
 
     text = plan_text(*case)
     assert canonical_plan_text(assemble(disassemble(plan_dict(*case)), case_id(case), check=True)) == text

@@ -8,9 +8,9 @@ import json
 import pytest
 from library_cases import walk_ops
 from loom.algorithms import ALGORITHMS, Algorithm, get, names
+from loom.compiler.driver import build_algorithm, compile_algorithm, list_algorithms
 from loom.errors import InvalidArgumentError
 from loom.language import CollectiveProgram
-from loom.plan_compiler import build_algorithm, compile_algorithm, list_algorithms
 
 EXPECTED = {
     "allreduce_allpairs_packet",

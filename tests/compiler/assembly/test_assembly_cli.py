@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loom.plan_json import canonical_plan_text
+from loom.plan.canonical import canonical_plan_text
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = Path(__file__).resolve().parent / "data"

@@ -15,8 +15,8 @@ from loom.assembly import assemble, assemble_file, disassemble, format_chunk
 from loom.assembly.asm import GRAMMAR_PATH
 from loom.assembly.ops import ALL_OPS
 from loom.errors import PlanError
-from loom.plan_json import canonical_plan_text, normalise_plan
-from loom.schema import check_schema, plan_schema
+from loom.plan.canonical import canonical_plan_text, normalise_plan
+from loom.plan.schema import check_schema, plan_schema
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = Path(__file__).resolve().parent / "data"

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-from loom.plan_json import (
+from loom.plan.canonical import (
     CHUNK_KEYS,
     GPU_KEYS,
     OP_KEYS,
@@ -16,7 +16,7 @@ from loom.plan_json import (
     compact_json,
     normalise_plan,
 )
-from loom.schema import plan_schema
+from loom.plan.schema import plan_schema
 
 REPO = Path(__file__).resolve().parents[3]
 KITCHEN_SINK = REPO / "tests" / "data" / "plans" / "good" / "kitchen_sink_ll.json"

@@ -11,7 +11,7 @@ import loom
 import pytest
 from loom.errors import LoomError
 from loom.language import CollectiveProgram, MemoryChannel, Rank, TestCollective
-from loom.schema import check_schema
+from loom.plan.schema import check_schema
 from loom.verify import verify
 
 

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from loom.compiler.driver import compile_file
 from loom.errors import DSLError
-from loom.plan_compiler import compile_file
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "dsl.md"
 

@@ -9,10 +9,10 @@ import json
 
 import numpy as np
 import pytest
-from loom import cli
 from loom.errors import InvalidArgumentError
 from loom.interop import convert_mscclpp_plan, import_mscclpp_plan
-from loom.schema import check_schema
+from loom.plan.schema import check_schema
+from loom.tools import cli
 from loom.verify import VerificationError, verify
 
 
@@ -312,7 +312,7 @@ def test_cli_import_writes_the_plan_and_reports_errors(tmp_path, capsys):
 def test_imported_plan_runs_on_the_cpu_backend(build):
     native = pytest.importorskip("loom._native", reason="the native module is not built")
     import loom
-    from loom.host_ranks import run_ranks
+    from loom.runtime.host_ranks import run_ranks
 
     plan = native.Plan.parse(import_mscclpp_plan(build(), verify=False))
     count = 1000

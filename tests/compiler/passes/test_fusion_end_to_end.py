@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from loom.emit import emit_plan
+from loom.compiler.emit import emit_plan
 from loom.ir import ChunkRef
 from loom.ir import model as ir
 from loom.language import AllReduce, Buffer, CollectiveProgram, MemoryChannel, PortChannel, Rank
-from loom.schema import check_schema
+from loom.plan.schema import check_schema
 
 
 def _mesh(n: int, kind: type) -> dict[tuple[int, int], MemoryChannel | PortChannel]:

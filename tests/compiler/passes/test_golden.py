@@ -27,7 +27,7 @@ import pytest
 from loom.assembly import assemble, disassemble
 from loom.ir import model as ir
 from loom.ir import plan_from_dict, plan_to_dict
-from loom.schema import check_schema
+from loom.plan.schema import check_schema
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("LOOM_UPDATE_GOLDEN", "") in ("1", "true", "yes", "on")

@@ -8,7 +8,7 @@ import json
 import loom
 import pytest
 from loom.assembly import assemble
-from loom.cli import build_parser
+from loom.tools.cli import build_parser
 from loom.verify import DEFAULT_CALLS, verify
 
 # Each rank sends its packets into the next rank's one scratch slot and unpacks the previous

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from loom.assembly import assemble, assemble_file
+from loom.compiler.driver import compile_file
 from loom.errors import InvalidArgumentError, PlanError
-from loom.plan_compiler import compile_file
 from loom.verify import Finding, VerificationError, check, format_findings, summary, verify, verify_file
 
 DATA = Path(__file__).with_name("data")

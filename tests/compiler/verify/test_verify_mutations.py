@@ -7,7 +7,7 @@ import functools
 import json
 
 import pytest
-from loom.plan_compiler import compile_algorithm
+from loom.compiler.driver import compile_algorithm
 from loom.verify import verify
 
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loom  # noqa: E402
 import ranks  # noqa: E402
-from loom.host_ranks import run_ranks  # noqa: E402
+from loom.runtime.host_ranks import run_ranks  # noqa: E402
 from test_call_properties import Memory, check_outcomes, draw_cases, outcome_of  # noqa: E402
 
 DEVICE = Memory(

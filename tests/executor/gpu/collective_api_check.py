@@ -15,7 +15,7 @@ from pathlib import Path
 import loom
 import torch
 from loom import _native
-from loom.plan_compiler import compile_algorithm
+from loom.compiler.driver import compile_algorithm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ranks  # noqa: E402

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 from loom import _native
-from loom.host_ranks import run_ranks
+from loom.runtime.host_ranks import run_ranks
 
 
 @contextlib.contextmanager

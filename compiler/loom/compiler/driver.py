@@ -20,12 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loom import emit
 from loom.algorithms import get
+from loom.compiler import emit
 from loom.errors import DSLError, InvalidArgumentError, LoomError
 from loom.ir.model import SourceLoc
 from loom.language.program import CollectiveProgram
-from loom.schema import check_schema
+from loom.plan.schema import check_schema
 
 
 def build_algorithm(

@@ -6,7 +6,7 @@
 
 Each call describes itself to the plan registry (collective, bytes, dtype, world size, ranks per node,
 in place, whether a CUDA graph is being captured, root, the communicator's tags), takes the plan the
-selector picks (``loom.registry``), and executes it with ``loom.Executor``. Bundled plans from
+selector picks (``loom.runtime.registry``), and executes it with ``loom.Executor``. Bundled plans from
 ``<cache root>/default`` are registered when the communicator is created (and installed there first if
 this version's are missing). Calls are enqueued on the
 current stream and return at once; they work inside ``torch.cuda.graph`` capture. Every rank makes the
@@ -23,12 +23,12 @@ import types
 from collections import deque
 from collections.abc import Iterable
 
-from loom import registry
 from loom.errors import InvalidArgumentError
-from loom.executor import OPS, Executor
-from loom.install_plans import ensure_default_plans_installed
 from loom.native import native_module
-from loom.tensors import BufferView, buffer_view
+from loom.runtime import registry
+from loom.runtime.executor import OPS, Executor
+from loom.runtime.install_plans import ensure_default_plans_installed
+from loom.runtime.tensors import BufferView, buffer_view
 
 # The bootstrap tag of the message that sets up a send/recv pair: in the range of user tags (below
 # 2^56), at its top, where user traffic is unlikely to be.

@@ -23,8 +23,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from loom.compiler.jit import JitPlan
 from loom.errors import InvalidArgumentError
-from loom.jit import JitPlan
 from loom.native import native_module
 
 _fallback: Callable[..., Any] | None = None

@@ -1,6 +1,6 @@
 """``loom demo``: the whole user path in one command, on every visible GPU (or the CPU backend).
 
-1. **Compile** a DSL algorithm (``loom/demo_allreduce.py``, a one-shot packet all-reduce written as a
+1. **Compile** a DSL algorithm (``loom/tools/demo_allreduce.py``, a one-shot packet all-reduce written as a
    user would) with ``loom.compile``, which caches the plan under ``<cache root>/jit``.
 2. **Verify** the plan with the symbolic verifier (``loom.verify``): it computes an all-reduce, without
    races, deadlocks or out-of-bounds accesses, over three consecutive calls.
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     plans = {world: _compile_and_verify(world) for world in worlds}
     if any(plan is None for plan in plans.values()):
         return 1
-    from loom.install_plans import ensure_default_plans_installed
+    from loom.runtime.install_plans import ensure_default_plans_installed
 
     ensure_default_plans_installed()
     default_sizes = ONE_GPU_SIZES if gpus == 1 else GPU_SIZES if gpus else CPU_SIZES
@@ -208,8 +208,8 @@ def _print_table(results: dict) -> None:
 def _run_on_cpu(plan_path: str, ranks: int, sizes: list[int], repeats: int) -> list[dict] | None:
     import numpy as np
 
-    from loom.communicator import Communicator
-    from loom.host_ranks import run_ranks
+    from loom.runtime.communicator import Communicator
+    from loom.runtime.host_ranks import run_ranks
 
     _register(str(plan_path))  # one registry per process: the rank threads share it
 
@@ -260,7 +260,16 @@ def _run_on_gpus(plan_path: str, gpus: int, sizes: list[int], args: argparse.Nam
 
     with tempfile.TemporaryDirectory(prefix="loom-demo-") as folder:
         results = Path(folder) / "results.json"
-        command = [sys.executable, "-m", "loom.demo", "--worker", "--plan", str(plan_path), "--results", str(results)]
+        command = [
+            sys.executable,
+            "-m",
+            "loom.tools.demo",
+            "--worker",
+            "--plan",
+            str(plan_path),
+            "--results",
+            str(results),
+        ]
         command += ["--sizes", ",".join(map(str, sizes)), "--calls", str(args.calls), "--repeats", str(args.repeats)]
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
         status = launch(command, gpus, timeout_s=args.timeout, env=env)
@@ -279,7 +288,7 @@ def _run_on_one_gpu(plans: dict[int, str], sizes: list[int], args: argparse.Name
 
     with tempfile.TemporaryDirectory(prefix="loom-demo-") as folder:
         results = Path(folder) / "results.json"
-        command = [sys.executable, "-m", "loom.demo", "--one-gpu", "--plans", json.dumps(plans)]
+        command = [sys.executable, "-m", "loom.tools.demo", "--one-gpu", "--plans", json.dumps(plans)]
         command += ["--results", str(results), "--sizes", ",".join(map(str, sizes))]
         command += ["--calls", str(args.calls), "--repeats", str(args.repeats)]
         env = {**os.environ, "LOOM_SHARE_GPU": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "32", "CUDA_MODULE_LOADING": "EAGER"}
@@ -296,12 +305,12 @@ def _run_on_one_gpu(plans: dict[int, str], sizes: list[int], args: argparse.Name
 
 
 def _one_gpu_worker(args: argparse.Namespace) -> int:
-    """``python -m loom.demo --one-gpu``: the jobs of ranks sharing GPU 0, then world size 1 beside NCCL."""
+    """``python -m loom.tools.demo --one-gpu``: the jobs of ranks sharing GPU 0, then world size 1 beside NCCL."""
     import torch
 
-    from loom.communicator import Communicator
-    from loom.cuda_timing import time_stream
-    from loom.host_ranks import run_ranks
+    from loom.runtime.communicator import Communicator
+    from loom.runtime.host_ranks import run_ranks
+    from loom.tools.cuda_timing import time_stream
 
     torch.cuda.set_device(0)
     device = torch.cuda.get_device_name()
@@ -342,8 +351,8 @@ def _world_size_one(device: str, sizes: list[int], args: argparse.Namespace) -> 
     import torch.distributed as dist
 
     from loom import _native
-    from loom.communicator import Communicator
-    from loom.cuda_timing import time_graph
+    from loom.runtime.communicator import Communicator
+    from loom.tools.cuda_timing import time_graph
 
     bootstrap = _native.Bootstrap(0, 1, _native.UniqueId.create("127.0.0.1"))
     comm = Communicator(bootstrap)
@@ -391,12 +400,12 @@ def _free_port() -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    """One rank of the GPU run (``python -m loom.demo --worker``, started by ``loom demo``)."""
+    """One rank of the GPU run (``python -m loom.tools.demo --worker``, started by ``loom demo``)."""
     import torch
     import torch.distributed as dist
 
-    from loom.communicator import Communicator
-    from loom.cuda_timing import time_eager, time_graph
+    from loom.runtime.communicator import Communicator
+    from loom.tools.cuda_timing import time_eager, time_graph
 
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)  # as with NCCL: the communicator takes the current device
@@ -462,8 +471,8 @@ class Arrays:
 def _measure(comm, sizes: list[int], arrays: Arrays) -> list[dict]:
     """Each collective at each size: one checked call on fresh random data, then timed calls of Loom
     (and NCCL when there is one) on zeros, so that repeated in-place sums cannot overflow."""
-    from loom import registry
-    from loom.cuda_timing import bus_bandwidth_gbs
+    from loom.runtime import registry
+    from loom.tools.cuda_timing import bus_bandwidth_gbs
 
     rank, world = comm.rank, comm.world_size
     rows = []
@@ -517,7 +526,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _worker_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loom.demo --worker|--one-gpu")
+    parser = argparse.ArgumentParser(prog="python -m loom.tools.demo --worker|--one-gpu")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--worker", action="store_true", help="one rank of the run over several GPUs")
     mode.add_argument("--one-gpu", action="store_true", help="the run on one GPU")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from loom.errors import InvalidArgumentError
 from loom.native import native_module
-from loom.tensors import BufferView, buffer_view, stream_handle
+from loom.runtime.tensors import BufferView, buffer_view, stream_handle
 
 OPS = ("sum", "min", "max")
 
@@ -70,7 +70,7 @@ class Executor:
         self._native.copy_local(source.pointer, target.pointer, source.nbytes, stream)
 
     def stream_for(self, stream: object, views: list[BufferView]) -> int:
-        """The cudaStream_t handle a call runs on (see loom.tensors.stream_handle); 0 on the CPU backend."""
+        """The cudaStream_t handle a call runs on (see loom.runtime.tensors.stream_handle); 0 on the CPU backend."""
         return stream_handle(stream, views) if self.on_gpu else self._no_stream(stream)
 
     def capturing(self, stream: int) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 from loom.errors import InvalidArgumentError, PlanError
 from loom.native import native_module
-from loom.schema import check_schema
+from loom.plan.schema import check_schema
 
 _BOM_DETAIL = "invalid JSON: the file starts with a byte order mark (U+FEFF); JSON text must not"
 DEFAULT_MAX_PLAN_BYTES = 32 << 20  # the native decoder's limit; keep in step with plan.hpp

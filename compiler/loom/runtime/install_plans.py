@@ -2,7 +2,7 @@
 
 The plans are generated into plans/default/*.json of the source tree (plans/build_default_plans.py);
 a wheel carries them as loom/default_plans/*.json (an install rule in CMakeLists.txt). The installer
-copies them into ``<cache root>/default`` (:func:`loom.cache.default_plans_dir`), one file at a time
+copies them into ``<cache root>/default`` (:func:`loom.plan.cache.default_plans_dir`), one file at a time
 through a temporary file and a rename, and removes plans a previous version installed that are no
 longer bundled. Running it again changes nothing.
 
@@ -18,13 +18,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from loom.cache import default_plans_dir, default_plans_enabled, write_atomically
 from loom.errors import LoomError
+from loom.plan.cache import default_plans_dir, default_plans_enabled, write_atomically
 from loom.version import __version__
 
 STAMP_NAME = ".installed"
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the loom package
 
 
 def bundled_plans_dir() -> Path:

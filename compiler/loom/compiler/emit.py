@@ -8,7 +8,7 @@ import json
 
 from loom.ir import plan_to_dict
 from loom.passes.recorded_program import RecordedProgram
-from loom.schema import check_schema
+from loom.plan.schema import check_schema
 from loom.version import __version__
 
 
@@ -23,7 +23,7 @@ def source_hash(source: str, parameters: dict) -> str:
 
 def _canonical_text(plan: dict) -> str:
     try:
-        from loom.plan_json import canonical_plan_text
+        from loom.plan.canonical import canonical_plan_text
     except ImportError:  # the assembly work lands the canonical writer; until then, sorted JSON
         return json.dumps(plan, indent=2) + "\n"
     return canonical_plan_text(plan)

@@ -12,7 +12,7 @@ import jsonschema
 
 from loom.errors import PlanError
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the loom package
 
 
 def schema_path() -> Path:

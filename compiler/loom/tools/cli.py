@@ -7,13 +7,13 @@ import json
 import sys
 from collections.abc import Sequence
 
-from loom import demo as loom_demo  # standard library only at import time
 from loom.errors import InvalidArgumentError, LoomError
+from loom.tools import demo as loom_demo  # standard library only at import time
 from loom.version import __version__
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from loom.validate import validate_plan_file
+    from loom.plan.validate import validate_plan_file
 
     failed = 0
     for path in args.plans:
@@ -29,8 +29,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from loom.plan_info import format_plan_info, plan_info
-    from loom.validate import validate_plan_file
+    from loom.plan.validate import validate_plan_file
+    from loom.tools.plan_info import format_plan_info, plan_info
 
     infos = [plan_info(validate_plan_file(path)) for path in args.plans]
     if args.json:
@@ -50,7 +50,7 @@ def _option_value(text: str) -> object:
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from loom.plan_compiler import list_algorithms
+    from loom.compiler.driver import list_algorithms
     from loom.verify import VerificationError
 
     if args.list:
@@ -79,7 +79,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 def _compile(args: argparse.Namespace, options: dict[str, object]) -> str:
     import shlex
 
-    from loom.plan_compiler import compile_algorithm, compile_file
+    from loom.compiler.driver import compile_algorithm, compile_file
 
     if args.target.endswith(".py"):
         return compile_file(
@@ -132,8 +132,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_disasm(args: argparse.Namespace) -> int:
     from loom.assembly import disassemble
-    from loom.schema import check_schema
-    from loom.validate import read_plan_json
+    from loom.plan.schema import check_schema
+    from loom.plan.validate import read_plan_json
 
     plan = read_plan_json(args.plan)
     check_schema(plan, args.plan)
@@ -143,7 +143,7 @@ def _cmd_disasm(args: argparse.Namespace) -> int:
 
 def _cmd_asm(args: argparse.Namespace) -> int:
     from loom.assembly import assemble_file
-    from loom.plan_json import canonical_plan_text
+    from loom.plan.canonical import canonical_plan_text
 
     _write_output(canonical_plan_text(assemble_file(args.text, check=True)), args.output)
     return 0
@@ -167,8 +167,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_install_plans(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from loom.cache import default_plans_dir
-    from loom.install_plans import install_default_plans
+    from loom.plan.cache import default_plans_dir
+    from loom.runtime.install_plans import install_default_plans
 
     # --cache-dir names the cache root, as LOOM_CACHE_DIR does; the plans go into its `default` folder.
     target = Path(args.cache_dir) / "default" if args.cache_dir else default_plans_dir()
@@ -178,14 +178,14 @@ def _cmd_install_plans(args: argparse.Namespace) -> int:
 
 
 def _cmd_nccl_path(args: argparse.Namespace) -> int:
-    from loom.nccl import nccl_library_path
+    from loom.runtime.nccl import nccl_library_path
 
     print(nccl_library_path())
     return 0
 
 
 def _cmd_cache_dir(args: argparse.Namespace) -> int:
-    from loom.cache import cache_root
+    from loom.plan.cache import cache_root
 
     print(cache_root())
     return 0

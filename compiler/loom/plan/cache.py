@@ -5,7 +5,7 @@ is empty) the root is ``~/.cache/loom``. Under the root:
 
 - ``default/``: the bundled default plans, written by ``loom install-plans``. The C++ plan registry
   reads ``<root>/default/*.json`` (executor/src/cache_dir.cc follows the same rule as this module).
-- ``jit/``: plans compiled on demand by :func:`loom.jit.jit_compile`, one file per cache key.
+- ``jit/``: plans compiled on demand by :func:`loom.compiler.jit.jit_compile`, one file per cache key.
 
 ``LOOM_DEFAULT_PLANS=0`` (or false, no, off) turns the bundled plans off: the registry loads none and a
 communicator does not install them (:func:`default_plans_enabled`).

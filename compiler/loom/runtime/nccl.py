@@ -21,9 +21,9 @@ def _candidates() -> list[Path]:
     spec = importlib.util.find_spec("loom._native")
     if spec is not None and spec.origin:
         folders.append(Path(spec.origin).parent)
-    folders.append(Path(__file__).resolve().parent)
+    folders.append(Path(__file__).resolve().parents[1])
     # A source tree built with CMake (build/, or LOOM_BUILD_DIR).
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     folders.append(Path(os.environ.get("LOOM_BUILD_DIR", root / "build")) / "executor" / "nccl")
     return [folder / LIBRARY_NAME for folder in folders]
 

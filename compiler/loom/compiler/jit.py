@@ -6,13 +6,13 @@
 ``algorithm`` is one of:
 
 - a library algorithm name (``loom compile --list``); ``spec`` takes the keyword arguments of
-  :func:`loom.plan_compiler.compile_algorithm` (``world_size``, required, ``ranks_per_node``, ``instances``,
+  :func:`loom.compiler.driver.compile_algorithm` (``world_size``, required, ``ranks_per_node``, ``instances``,
   ``inplace``, ``plan_name``, ``min_message_size``, ``max_message_size``, ``num_threads_per_block``)
   and the algorithm's own options (``iterations``, ``root``);
 - a DSL function: a ``build`` that records a program and returns its CollectiveProgram
   (docs/dsl.md); it is called with ``spec`` as keyword arguments;
 - the path of a DSL file, as ``loom compile FILE.py`` takes; ``spec`` takes the keyword arguments of
-  :func:`loom.plan_compiler.compile_file` (``world_size``, ``ranks_per_node``, ``instances``, ``argv``,
+  :func:`loom.compiler.driver.compile_file` (``world_size``, ``ranks_per_node``, ``instances``, ``argv``,
   and options for its ``build``).
 
 The cache key is a sha256 over the loom version, the source of the whole loom package (so an
@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from loom.algorithms import get
-from loom.cache import jit_dir, write_atomically
+from loom.compiler.driver import compile_algorithm, compile_file, compile_function
 from loom.errors import InvalidArgumentError, PlanError
-from loom.plan_compiler import compile_algorithm, compile_file, compile_function
-from loom.schema import check_schema
+from loom.plan.cache import jit_dir, write_atomically
+from loom.plan.schema import check_schema
 from loom.version import __version__
 
 # What a spec may hold for a library algorithm, besides the algorithm's own options.
@@ -55,7 +55,7 @@ LIBRARY_SPEC_KEYS = (
     "num_threads_per_block",
 )
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the loom package
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,9 @@ def jit_compile(
 ) -> JitPlan:
     """Compile ``algorithm`` with ``spec`` (see the module docstring), or read the plan back from the cache.
 
-    ``cache_dir`` is the folder of the cached plans (default :func:`loom.cache.jit_dir`,
+    ``cache_dir`` is the folder of the cached plans (default :func:`loom.plan.cache.jit_dir`,
     ``<cache root>/jit``). Bad arguments raise InvalidArgumentError; a program that does not compile
-    or verify raises as :mod:`loom.plan_compiler` does, and nothing is cached.
+    or verify raises as :mod:`loom.compiler.driver` does, and nothing is cached.
     """
     spec = _checked_spec(algorithm, spec)
     key = cache_key(algorithm, spec)
