@@ -68,6 +68,13 @@ def worker(args: argparse.Namespace) -> None:
 
     dist.init_process_group("nccl")
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    # One short pass over every size first: the library's eager times on 2 x H100 fell from 36 to 22 us over
+    # the first sizes of a fresh process (NCCL's did not), so without it the smallest sizes time a warm-up.
+    for size in sizes(args):
+        warm = torch.ones(size // 4, device="cuda")
+        for _ in range(5):
+            dist.all_reduce(warm)
+    torch.cuda.synchronize()
     results = []
     for size in sizes(args):
         tensor = torch.ones(size // 4, device="cuda")
@@ -206,13 +213,16 @@ def in_turns(rounds: int, run, plain: Side, preloaded: Side, merge) -> dict:
 
 
 def merge_torch(runs: list[dict]) -> dict:
-    """One torch run's form, each size's times the medians over the runs."""
+    """One torch run's form, each size's times the medians over the runs (each run's own kept beside them,
+    so that a spread or a trend across the runs can be read from the data)."""
     merged = dict(runs[0])
     merged["results"] = [
         {
             "bytes": first["bytes"],
             "eager_us": statistics.median(run["results"][i]["eager_us"] for run in runs),
             "graph_us": statistics.median(run["results"][i]["graph_us"] for run in runs),
+            "eager_us_per_run": [run["results"][i]["eager_us"] for run in runs],
+            "graph_us_per_run": [run["results"][i]["graph_us"] for run in runs],
         }
         for i, first in enumerate(runs[0]["results"])
     ]

@@ -37,8 +37,20 @@ def test_torch_runs_keep_each_sizes_median():
     merged = nccl_bench.merge_torch([run(30.0, 4.0), run(19.0, 9.0), run(21.0, 3.5)])
     assert merged["device"] == "H200"
     assert merged["results"] == [
-        {"bytes": 1024, "eager_us": 21.0, "graph_us": 4.0},
-        {"bytes": 2048, "eager_us": 20.0, "graph_us": 5.0},
+        {
+            "bytes": 1024,
+            "eager_us": 21.0,
+            "graph_us": 4.0,
+            "eager_us_per_run": [30.0, 19.0, 21.0],
+            "graph_us_per_run": [4.0, 9.0, 3.5],
+        },
+        {
+            "bytes": 2048,
+            "eager_us": 20.0,
+            "graph_us": 5.0,
+            "eager_us_per_run": [20.0, 20.0, 20.0],
+            "graph_us_per_run": [5.0, 5.0, 5.0],
+        },
     ]
 
 
