@@ -27,7 +27,7 @@ else:
 
 needs_native = pytest.mark.skipif(_native is None, reason=_NATIVE_MISSING)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CORPUS = REPO / "tests" / "data" / "plans" / "malformed"
 KITCHEN_SINK = REPO / "tests" / "data" / "plans" / "good" / "kitchen_sink_ll.json"
 GOOD_PLANS = sorted((REPO / "examples" / "plans").glob("*.json")) + sorted(KITCHEN_SINK.parent.glob("*.json"))

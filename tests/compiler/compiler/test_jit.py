@@ -15,7 +15,7 @@ from loom.errors import DSLError, InvalidArgumentError
 
 SPEC = {"world_size": 2, "instances": 2}
 
-DSL_FILE = (Path(__file__).resolve().parents[1] / "data" / "dsl" / "user_sendrecv.py").read_text()
+DSL_FILE = (Path(__file__).resolve().parents[2] / "data" / "dsl" / "user_sendrecv.py").read_text()
 
 
 @pytest.fixture

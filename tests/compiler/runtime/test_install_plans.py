@@ -11,7 +11,7 @@ from loom.runtime import install_plans
 from loom.runtime.install_plans import bundled_plans, bundled_plans_dir, install_default_plans
 from loom.tools import cli
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from loom.plan import schema
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "plans"
+DATA = Path(__file__).resolve().parents[2] / "data" / "plans"
 PLANS = sorted((DATA / "malformed").glob("*.json")) + sorted((DATA / "good").glob("*.json"))
-PLANS += sorted((Path(__file__).resolve().parents[2] / "examples" / "plans").glob("*.json"))
+PLANS += sorted((Path(__file__).resolve().parents[3] / "examples" / "plans").glob("*.json"))
 KITCHEN_SINK = DATA / "good" / "kitchen_sink_ll.json"
 
 
