@@ -40,7 +40,9 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv >"$ou
 eval "$(bash scripts/device_build.sh 2>"$out/build.log")" || { tail -n 40 "$out/build.log"; exit 1; }
 export LOOM_BUILD_DIR=$PWD/build-gpu
 python3 -c "import torch; print('torch', torch.__version__, 'NCCL', torch.cuda.nccl.version())" >"$out/versions.txt"
-pytest=(python3 -m pytest -q -p no:cacheprovider -m gpu --timeout 420 -rs)
+# hypothesis's plugin (installed on the GPU hosts, unused here) imports hypothesis at the session's end: seconds that a
+# step's time limit once cut into after every test had passed.
+pytest=(python3 -m pytest -q -p no:cacheprovider -p no:hypothesispytest -m gpu --timeout 420 -rs)
 status=0
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUT/NAME.log, print the tail
   local name=$1 limit=$2
