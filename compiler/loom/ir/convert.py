@@ -6,19 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from loom.ir.model import Channel, ChunkRef, Gpu, Op, Plan, Semaphore, SourceLoc, ThreadBlock
+from loom.plan.canonical import PLAN_KEYS
 
-_HEADER = (
-    "name",
-    "collective",
-    "protocol",
-    "inplace",
-    "world_size",
-    "ranks_per_node",
-    "threads_per_block",
-    "min_message_bytes",
-    "max_message_bytes",
-    "alignment_bytes",
-)
+# The header fields the IR keeps as they are: the plan's keys from its name to its alignment, in the
+# canonical order (format_version, reuse_scratch, root, metadata and gpus have handling of their own).
+_HEADER = PLAN_KEYS[PLAN_KEYS.index("name") : PLAN_KEYS.index("alignment_bytes") + 1]
 
 
 def _ref_in(data: dict) -> ChunkRef:
