@@ -14,6 +14,7 @@ without a GPU or torch. What their timings mean: docs/testing.md (kernel costs o
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,9 +69,18 @@ def _run(program: list[str], timeout: int = 300, **extra_env: str) -> str:
 
 
 def _failure_report(output: str) -> str:
-    """The first failures (the cause; later ones are often other ranks giving up) and the end."""
-    first = [line for line in output.splitlines() if "FAIL" in line or "Error:" in line][:20]
-    return "\n".join(["first failures:", *first, "end of output:", output[-3000:]])
+    """The first failures (the cause; later ones are often other ranks giving up), where in the check each
+    failed rank was (the last lines of its traceback, marked with its rank by gpu/ranks.py), and the end."""
+    lines = output.splitlines()
+    first = [line for line in lines if "FAIL" in line or "Error:" in line][:20]
+    traceback_of: dict[str, list[str]] = {}
+    for line in lines:
+        match = re.match(r"\[rank (\d+)\] ", line)
+        if match:
+            traceback_of.setdefault(match.group(1), []).append(line)
+    where = [line for rank in sorted(traceback_of, key=int) for line in traceback_of[rank][-8:]]
+    report = ["first failures:", *first, "where each failed rank was:", *where, "end of output:", output[-3000:]]
+    return "\n".join(report)
 
 
 def _check_plans(world: int, plans: Path, sizes: str) -> None:

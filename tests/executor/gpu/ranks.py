@@ -80,8 +80,10 @@ def run(args: argparse.Namespace, rank_main: Callable[[object], int]) -> int:
             with torch.cuda.stream(torch.cuda.Stream()):
                 return rank_main(bootstrap)
         except Exception as error:  # said at once: the other ranks may wait for this one until they time out
-            print(f"rank {bootstrap.rank} FAIL: {type(error).__name__}: {error}", flush=True)
-            traceback.print_exc()
+            # One print, every traceback line marked with the rank: the ranks are threads, and their
+            # tracebacks would otherwise interleave with no way to tell whose frame is whose.
+            marked = [f"[rank {bootstrap.rank}] {line}" for line in traceback.format_exc().splitlines()]
+            print("\n".join([f"rank {bootstrap.rank} FAIL: {type(error).__name__}: {error}", *marked]), flush=True)
             return 1
 
     results = run_ranks(args.share_gpu, None, body, timeout_ms=60_000, join_timeout_s=3000)
