@@ -98,8 +98,17 @@ struct Executor::Impl {
   // be over: peers write into this rank's scratch and this rank into theirs. `release` frees it then.
   // Ranks sharing a GPU free before any of them launches again: cudaFree waits for the whole device,
   // and a kernel launched meanwhile would wait for this rank's next call, which waits for the free.
-  void quiesce(void* stream, const std::function<void()>& release = {}) {
-    if (!backend->capturing(stream)) backend->synchronize();
+  // `why` goes into the error of a failed synchronisation: it names the setup step the rank was in (with
+  // ranks sharing a GPU, a device-wide wait is where a rank that quiesces alone deadlocks with its peers).
+  void quiesce(void* stream, const char* why, const std::function<void()>& release = {}) {
+    if (!backend->capturing(stream)) {
+      try {
+        backend->synchronize();
+      } catch (const Error& error) {
+        throw Error(error.category(), std::string(error.what()) + " (rank " + std::to_string(communicator->rank()) +
+                                          ", waiting for every earlier call before " + why + ")");
+      }
+    }
     communicator->bootstrap().barrier();
     if (!release) return;
     release();
@@ -116,7 +125,7 @@ struct Executor::Impl {
       const auto evictable = std::find_if(planOrder.rbegin(), planOrder.rend(),
                                           [this](uint64_t hash) { return !hasCaptured(plans.at(hash).first); });
       if (evictable != planOrder.rend()) {
-        quiesce(stream, [&] {
+        quiesce(stream, "a cached plan is dropped (the plan cache is full)", [&] {
           plans.erase(*evictable);
           planOrder.erase(std::next(evictable).base());
         });
@@ -198,7 +207,7 @@ struct Executor::Impl {
       }
       return false;
     };
-    quiesce(stream, [&] {
+    quiesce(stream, "the contexts on freed user buffers are dropped", [&] {
       for (auto& [hash, entry] : plans) stats.freedBufferContextsDropped += dropContexts(entry.first, usesGone);
     });
   }
@@ -240,7 +249,7 @@ struct Executor::Impl {
     for (const GpuProgram& gpu : resources.plan().gpus) {
       scratchNeeded = std::max(scratchNeeded, layout.scratchBytes(gpu.scratchChunks));
     }
-    quiesce(stream, [&] {
+    quiesce(stream, "a new call context is set up (scratch may grow)", [&] {
       if (resources.reserveScratch(scratchNeeded)) {
         // Every context refers to the old scratch (and the peers' old scratch): rebuild them all, but
         // those captured in graphs, which keep the old one.
