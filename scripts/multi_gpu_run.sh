@@ -14,6 +14,7 @@
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
 #   scripts/multi_gpu_run.sh launch-overlap  # graph replay and eager to 1 MiB, LOOM_PDL=0 and 1 interleaved
+#   scripts/multi_gpu_run.sh small-allreduce # graph-replayed all-reduce 1 - 64 KiB, NCCL in turns (issue 11's 0.4x)
 #   scripts/multi_gpu_run.sh tune        # bench/tune_plans.py: candidates timed at every size, the table they pick
 #   scripts/multi_gpu_run.sh apply       # that table written into tuned_sizes.json, the bundled plans rebuilt
 #
@@ -131,6 +132,13 @@ case $stage in
       --max-bytes 1048576 --mode graph)
     LOOM_FAST_PATH=0 step bench_small_generic 100 "${small[@]}" --out "$out/bench_small_generic.json"
     LOOM_FAST_PATH=1 step bench_small_fast 100 "${small[@]}" --out "$out/bench_small_fast.json"
+    ;;
+  small-allreduce)
+    # Issue 11's small-size targets alone (a kernel change's A/B): 5 rounds in turns with NCCL, medians.
+    tuned_plans
+    step small_allreduce 120 python3 -m loom.launch -n "$gpus" --timeout 100 bench/collective_bench.py \
+      --plans build-gpu/tuned_plans --collectives allreduce --max-bytes 65536 --mode graph --refine 1 \
+      --refine-rounds 5 --out "$out/small_allreduce.json"
     ;;
   launch-overlap)
     # Programmatic dependent launch (docs/executor.md) off and on, interleaved twice: graph replay and
