@@ -8,7 +8,9 @@ still sends it, so the pieces go through the peer's scratch instead and each ran
 received piece into place after the wait. On 2 nodes, peers on the other node are reached over port
 channels, which ``flush`` before the final wait.
 
-Layout: thread block j serves the j-th peer; thread block 0 also copies the rank's own piece.
+Layout: thread block j serves the j-th peer; out of place, thread block world_size - 1 copies the rank's
+own piece meanwhile (as in allgather_fullmesh: on a block of its own the local copy overlaps the puts
+rather than following the first of them; at 2 ranks the own piece is half of what a rank moves).
 
 Parameters: ``world_size`` 2 to 8 on one node, or 2 nodes x 2 to 8 (``ranks_per_node =
 world_size / 2``); ``instances``, ``inplace``, ``name``; options ``min_message_size``,
@@ -59,5 +61,5 @@ def build(
                 if s.inplace:
                     rank.copy(output[p : p + 1], scratch[r][slot(r, p) : slot(r, p) + 1], tb=tb)
             if not s.inplace:  # in place, the own piece already is where it belongs
-                rank.copy(output[r : r + 1], source[r : r + 1], tb=0)
+                rank.copy(output[r : r + 1], source[r : r + 1], tb=n - 1)
     return program
