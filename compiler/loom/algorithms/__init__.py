@@ -161,6 +161,15 @@ _ENTRIES = [
         max_message_bytes=64 * MiB,
     ),
     Algorithm(
+        "allreduce_read",
+        "allreduce_read",
+        "allreduce",
+        "simple",
+        "reduce-scatter by reading peers' inputs, then all-gather by reading peers' reduced pieces: loads only,"
+        " no scratch",
+        min_message_bytes=MiB + 1,
+    ),
+    Algorithm(
         "allreduce_hierarchical",
         "allreduce_hierarchical",
         "allreduce",
@@ -195,6 +204,14 @@ _ENTRIES = [
         "simple",
         "world_size - 1 ring steps: forward the piece received last step to the next rank",
         multi_node=TWO_NODES,
+        min_message_bytes=MiB + 1,
+    ),
+    Algorithm(
+        "allgather_read",
+        "allgather_read",
+        "allgather",
+        "simple",
+        "every rank reads each peer's input straight into its own output: one step, nothing written to a peer",
         min_message_bytes=MiB + 1,
     ),
     Algorithm(

@@ -8,7 +8,8 @@ received in the step before) into next's output, signals next, and waits for pre
 link carries world_size - 1 pieces, one per step. On 2 nodes the ring crosses between the nodes
 twice over port channels, which ``flush`` after each put.
 
-Layout: one thread block per rank; ``instances`` runs independent rings on parts of every piece.
+Layout: thread block 0 runs the ring; out of place, thread block 1 copies the rank's own part meanwhile.
+``instances`` runs independent rings on parts of every piece.
 
 Parameters: ``world_size`` 2 to 8 on one node, or 2 nodes x 2 to 8 (``ranks_per_node =
 world_size / 2``); ``instances``; ``inplace`` (the input is the rank's own part of the output);
@@ -52,7 +53,8 @@ def build(
             prev.signal(tb=0, data_sync=SyncType.none, relaxed=True)
             nxt.wait(tb=0, data_sync=SyncType.after, relaxed=True)
             if not s.inplace:
-                rank.copy(output[r : r + 1], rank.get_input_buffer()[0:1], tb=0)
+                # On a block of its own, so that the local copy overlaps the ring instead of preceding it.
+                rank.copy(output[r : r + 1], rank.get_input_buffer()[0:1], tb=1)
             for step in range(n - 1):
                 piece = (r - step) % n
                 source = rank.get_input_buffer()[0:1] if step == 0 and not s.inplace else output[piece : piece + 1]

@@ -134,3 +134,19 @@ def test_findings_are_sorted_and_deterministic():
     assert first == verify(plan)
     assert first == sorted(first, key=lambda f: f.sort_key())
     assert len({f.category for f in first}) >= 2
+
+
+def test_reading_all_reduce_in_place_without_its_middle_handshake_races_with_the_peers_reads():
+    """allreduce_read in place overwrites, in its all-gather, pieces its peers read in its reduce-scatter:
+    only the handshake between the two orders them."""
+    plan = _plan("allreduce_read", inplace=True)
+    for gpu in plan["gpus"]:
+        for tb in gpu["threadblocks"]:
+            first_get = next(i for i, op in enumerate(tb["ops"]) if op["op"] == "get")
+            tb["ops"] = [
+                op
+                for i, op in enumerate(tb["ops"])
+                if i >= first_get or op["op"] not in ("signal", "wait") or op.get("relaxed")
+            ]
+    races = _only(verify(plan), "race")
+    assert any("read_reduce" in f.op_text and "get" in f.message for f in races)
