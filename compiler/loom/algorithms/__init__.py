@@ -249,6 +249,14 @@ _ENTRIES = [
         multi_node=TWO_NODES,
     ),
     Algorithm(
+        "alltoall_read",
+        "alltoall_read",
+        "alltoall",
+        "simple",
+        "every rank reads its piece of each peer's input into its output (through scratch when in place)",
+        min_message_bytes=MiB + 1,
+    ),
+    Algorithm(
         "broadcast",
         "broadcast",
         "broadcast",

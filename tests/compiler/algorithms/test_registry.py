@@ -28,6 +28,7 @@ EXPECTED = {
     "reducescatter_fullmesh_packet",
     "reducescatter_read",
     "alltoall_fullmesh",
+    "alltoall_read",
     "broadcast",
     "sendrecv",
 }
