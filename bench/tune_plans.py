@@ -40,8 +40,9 @@ GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "allreduce_rs_ag": ((16, 32, 48, 64, 96, 128), (512, 1024), 64 * KiB, GiB),
     "allreduce_rs_ag_pipelined": ((32, 48, 64, 96, 128), (512, 1024), 16 * MiB, GiB),
     "allreduce_zero_copy": ((16, 32, 64, 96, 128), (512, 1024), 64 * KiB, GiB),
-    # Loads only (reduce-scatter and all-gather by reading), from 16 MiB: see allgather_read below.
+    # Loads only, and one peer per step (NCCL's ring), from 16 MiB: see allgather_read below.
     "allreduce_read": ((16, 32, 64, 96, 128), (512, 1024), 16 * MiB, GiB),
+    "allreduce_ring": ((8, 16, 32, 64, 128), (512, 1024), 16 * MiB, GiB),
     "allgather_fullmesh_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
     "allgather_fullmesh": ((8, 16, 32, 40, 64, 96, 128), (512, 1024), 16 * KiB, GiB),
     # The reading and the ring all-gather from 16 MiB: on 4 H100s the writing full mesh's bus bandwidth

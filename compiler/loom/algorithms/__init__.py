@@ -170,6 +170,14 @@ _ENTRIES = [
         min_message_bytes=MiB + 1,
     ),
     Algorithm(
+        "allreduce_ring",
+        "allreduce_ring",
+        "allreduce",
+        "simple",
+        "ring reduce-scatter (each step adds the piece from prev and passes it on), then ring all-gather",
+        min_message_bytes=MiB + 1,
+    ),
+    Algorithm(
         "allreduce_hierarchical",
         "allreduce_hierarchical",
         "allreduce",

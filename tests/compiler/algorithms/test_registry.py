@@ -20,6 +20,7 @@ EXPECTED = {
     "allreduce_hierarchical",
     "allreduce_zero_copy",
     "allreduce_read",
+    "allreduce_ring",
     "allgather_fullmesh_packet",
     "allgather_fullmesh",
     "allgather_ring",
