@@ -15,6 +15,7 @@
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
 #   scripts/multi_gpu_run.sh launch-overlap  # graph replay and eager to 1 MiB, LOOM_PDL=0 and 1 interleaved
 #   scripts/multi_gpu_run.sh small-allreduce # graph-replayed all-reduce 1 - 64 KiB, NCCL in turns (issue 11's 0.4x)
+#   scripts/multi_gpu_run.sh nvlink      # bench/nvlink_ceiling.py: SM stores, SM loads and copy engines, mesh and ring
 #   scripts/multi_gpu_run.sh tune        # bench/tune_plans.py: candidates timed at every size, the table they pick
 #   scripts/multi_gpu_run.sh apply       # that table written into tuned_sizes.json, the bundled plans rebuilt
 #
@@ -139,6 +140,10 @@ case $stage in
     step small_allreduce 120 python3 -m loom.launch -n "$gpus" --timeout 100 bench/collective_bench.py \
       --plans build-gpu/tuned_plans --collectives allreduce --max-bytes 65536 --mode graph --refine 1 \
       --refine-rounds 5 --out "$out/small_allreduce.json"
+    ;;
+  nvlink)
+    # What the GPUs move without Loom or NCCL, by pattern (the ceiling of the large-message plans).
+    step nvlink 150 python3 bench/nvlink_ceiling.py --out "$out/nvlink.json"
     ;;
   launch-overlap)
     # Programmatic dependent launch (docs/executor.md) off and on, interleaved twice: graph replay and

@@ -1,0 +1,230 @@
+"""What the GPUs of one host move over NVLink without Loom or NCCL in the way: the ceiling a plan's
+data movement can reach, by pattern. One process drives every GPU (peer access on), each pattern runs
+on all GPUs at once:
+
+    python bench/nvlink_ceiling.py [--mib 256] [--out nvlink.json]
+
+Patterns (each GPU g, n GPUs; "piece" = --mib MiB):
+  mesh-put   g's SM threads store its piece into every peer's buffer (the full-mesh all-gather's puts)
+  mesh-get   g's SM threads load every peer's piece into its own buffer (allgather_read's gets)
+  ring-put   g stores its piece into g + 1's buffer only (one ring step)
+  ring-get   g loads g - 1's piece only
+  mesh-ce    g's copy engines copy its piece to every peer (cudaMemcpyPeerAsync, one stream per peer)
+  ring-ce    the same to g + 1 only
+The SM patterns run with several blocks per peer, laid out "contiguous" (each block one slice of the
+piece) or "interleaved" (the blocks of a peer take neighbouring tiles in turn, as NCCL's channels do).
+Result: bytes each GPU sends per second (GB/s), the median of --repeats runs after a warm-up; for the
+all-gather of n pieces that is its bus bandwidth.
+
+Why (docs/perf/executor.md, sixth run): on 4 x H100 every Loom collective's bus bandwidth stayed at
+305-336 GB/s from 64 MiB while NCCL's ring rose to 341-354; the writing plans were the slowest. This
+says whether stores to three peers at once, loads, one peer at a time or the copy engines move more.
+Needs CuPy (no Loom build). Never uses NVLink multicast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import cupy
+
+KERNEL = r"""
+extern "C" __global__ void copy_pairs(const unsigned long long* sources, const unsigned long long* destinations,
+                                      unsigned long long units, int blocks_per_pair, int interleaved) {
+  const int pair = blockIdx.x / blocks_per_pair;
+  const int part = blockIdx.x % blocks_per_pair;
+  const uint4* src = reinterpret_cast<const uint4*>(sources[pair]);
+  uint4* dst = reinterpret_cast<uint4*>(destinations[pair]);
+  const unsigned long long stride = blockDim.x;
+  const unsigned long long tile = 4 * stride;  // four 16-byte loads in flight per thread
+  unsigned long long begin, end, step;
+  if (interleaved) {
+    begin = part * tile;
+    end = units;
+    step = tile * blocks_per_pair;
+  } else {
+    const unsigned long long share = (units + blocks_per_pair - 1) / blocks_per_pair;
+    begin = part * share;
+    end = begin + share < units ? begin + share : units;
+    step = tile;
+  }
+  for (unsigned long long base = begin; base < end; base += step) {
+    const unsigned long long last = base + tile < end ? base + tile : end;
+    unsigned long long i = base + threadIdx.x;
+    if (base + tile <= end) {
+      const uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+      dst[i] = a;
+      dst[i + stride] = b;
+      dst[i + 2 * stride] = c;
+      dst[i + 3 * stride] = d;
+    } else {
+      for (; i < last; i += stride) dst[i] = src[i];
+    }
+  }
+}
+"""
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mib", type=int, default=256, help="piece size in MiB")
+    parser.add_argument("--blocks-per-peer", default="8,16,32,64", help="SM patterns: blocks per peer, comma-separated")
+    parser.add_argument("--threads", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", default="")
+    return parser.parse_args()
+
+
+class Host:
+    """Every GPU's buffers, streams and kernel: one source piece and n destination slots per GPU."""
+
+    def __init__(self, piece: int) -> None:
+        self.n = cupy.cuda.runtime.getDeviceCount()
+        self.piece = piece
+        self.sources, self.destinations, self.streams, self.kernels = [], [], [], []
+        self.address_arrays: dict[tuple[int, str], tuple[cupy.ndarray, cupy.ndarray]] = {}
+        for g in range(self.n):
+            with cupy.cuda.Device(g):
+                for p in range(self.n):
+                    if p != g:
+                        if not cupy.cuda.runtime.deviceCanAccessPeer(g, p):
+                            raise SystemExit(f"GPU {g} cannot access GPU {p}: no peer access")
+                        try:
+                            cupy.cuda.runtime.deviceEnablePeerAccess(p)
+                        except cupy.cuda.runtime.CUDARuntimeError as error:
+                            if "PeerAccessAlreadyEnabled" not in str(error):
+                                raise
+                self.sources.append(cupy.full(piece, g + 1, dtype=cupy.uint8))
+                self.destinations.append(cupy.zeros(self.n * piece, dtype=cupy.uint8))
+                self.streams.append([cupy.cuda.Stream(non_blocking=True) for _ in range(self.n)])
+                self.kernels.append(cupy.RawKernel(KERNEL, "copy_pairs"))
+
+    def peers(self, g: int, ring: bool) -> list[int]:
+        return [(g + 1) % self.n] if ring else [p for p in range(self.n) if p != g]
+
+    def pairs(self, g: int, pattern: str) -> list[tuple[int, int]]:
+        """(source address, destination address) of every copy GPU g's kernel or engines make."""
+        ring = pattern.startswith("ring")
+        if pattern.endswith("get"):
+            senders = [(g - 1) % self.n] if ring else [p for p in range(self.n) if p != g]
+            return [(self.sources[p].data.ptr, self.destinations[g].data.ptr + p * self.piece) for p in senders]
+        return [(self.sources[g].data.ptr, self.destinations[p].data.ptr + g * self.piece) for p in self.peers(g, ring)]
+
+    def addresses(self, g: int, pattern: str) -> tuple[cupy.ndarray, cupy.ndarray]:
+        """The pattern's source and destination addresses on GPU g, copied there once (a copy made at each
+        launch would race with the kernel, which runs on a stream of its own)."""
+        key = (g, pattern)
+        if key not in self.address_arrays:
+            pairs = self.pairs(g, pattern)
+            with cupy.cuda.Device(g):
+                arrays = (
+                    cupy.asarray([src for src, _ in pairs], dtype=cupy.uint64),
+                    cupy.asarray([dst for _, dst in pairs], dtype=cupy.uint64),
+                )
+                cupy.cuda.Device(g).synchronize()
+            self.address_arrays[key] = arrays
+        return self.address_arrays[key]
+
+    def launch(self, pattern: str, blocks_per_peer: int, threads: int, interleaved: bool) -> None:
+        for g in range(self.n):
+            with cupy.cuda.Device(g):
+                pairs = self.pairs(g, pattern)
+                if pattern.endswith("ce"):
+                    receivers = self.peers(g, pattern.startswith("ring"))
+                    for (src, dst), p, stream in zip(pairs, receivers, self.streams[g], strict=False):
+                        cupy.cuda.runtime.memcpyPeerAsync(dst, p, src, g, self.piece, stream.ptr)
+                    continue
+                sources, destinations = self.addresses(g, pattern)
+                with self.streams[g][0]:
+                    self.kernels[g](
+                        (blocks_per_peer * len(pairs),),
+                        (threads,),
+                        (
+                            sources,
+                            destinations,
+                            cupy.uint64(self.piece // 16),
+                            cupy.int32(blocks_per_peer),
+                            cupy.int32(interleaved),
+                        ),
+                    )
+
+    def synchronize(self) -> None:
+        for g in range(self.n):
+            with cupy.cuda.Device(g):
+                cupy.cuda.Device(g).synchronize()
+
+    def check(self, pattern: str) -> None:
+        """Every slot the pattern wrote holds its sender's piece (GPU g's piece is bytes of g + 1)."""
+        for g in range(self.n):
+            ring = pattern.startswith("ring")
+            if pattern.endswith("get"):
+                writes = [(g, p) for p in ([(g - 1) % self.n] if ring else self.peers(g, False))]
+            else:
+                writes = [(p, g) for p in self.peers(g, ring)]
+            for receiver, sender in writes:
+                with cupy.cuda.Device(receiver):
+                    slot = self.destinations[receiver][sender * self.piece : (sender + 1) * self.piece]
+                    if int((slot != sender + 1).sum()) != 0:
+                        raise SystemExit(f"{pattern}: GPU {receiver}'s slot from GPU {sender} is wrong")
+
+    def clear(self) -> None:
+        for g in range(self.n):
+            with cupy.cuda.Device(g):
+                self.destinations[g].fill(0)
+        self.synchronize()
+
+    def time(self, pattern: str, blocks_per_peer: int, threads: int, interleaved: bool, repeats: int) -> float:
+        """Median seconds of one run of the pattern on every GPU at once, after two warm-up runs."""
+        self.clear()
+        self.launch(pattern, blocks_per_peer, threads, interleaved)
+        self.synchronize()
+        self.check(pattern)
+        self.launch(pattern, blocks_per_peer, threads, interleaved)
+        self.synchronize()
+        seconds = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            self.launch(pattern, blocks_per_peer, threads, interleaved)
+            self.synchronize()
+            seconds.append(time.perf_counter() - start)
+        return statistics.median(seconds)
+
+
+def main() -> None:
+    args = arguments()
+    host = Host(args.mib << 20)
+    rows = []
+    cases = [("mesh-ce", 0, False), ("ring-ce", 0, False)]
+    for pattern in ("mesh-put", "mesh-get", "ring-put", "ring-get"):
+        for blocks in (int(b) for b in args.blocks_per_peer.split(",")):
+            for interleaved in (False, True):
+                cases.append((pattern, blocks, interleaved))
+    for pattern, blocks, interleaved in cases:
+        seconds = host.time(pattern, blocks, args.threads, interleaved, args.repeats)
+        sent = len(host.pairs(0, pattern)) * host.piece
+        row = {
+            "pattern": pattern,
+            "blocks_per_peer": blocks,
+            "layout": "interleaved" if interleaved else "contiguous",
+            "threads": args.threads,
+            "piece_bytes": host.piece,
+            "seconds": seconds,
+            "gbs_per_gpu": sent / seconds / 1e9,
+        }
+        rows.append(row)
+        print(
+            f"{pattern:9s} blocks/peer {blocks:3d} {row['layout']:11s} {row['gbs_per_gpu']:7.1f} GB/s per GPU",
+            flush=True,
+        )
+    name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    meta = {"gpus": host.n, "device": name, "date": time.strftime("%Y-%m-%d")}
+    if args.out:
+        with open(args.out, "w") as out:
+            json.dump({"meta": meta, "rows": rows}, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
