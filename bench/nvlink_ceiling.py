@@ -12,7 +12,8 @@ Patterns (each GPU g, n GPUs; "piece" = --mib MiB):
   mesh-ce    g's copy engines copy its piece to every peer (cudaMemcpyPeerAsync, one stream per peer)
   ring-ce    the same to g + 1 only
 The SM patterns run with several blocks per peer, laid out "contiguous" (each block one slice of the
-piece) or "interleaved" (the blocks of a peer take neighbouring tiles in turn, as NCCL's channels do).
+piece) or "interleaved" (the blocks of a peer take neighbouring tiles in turn, as NCCL's channels do),
+each thread with 4 (as Loom's copy) or 8 loads in flight before its stores.
 Result: bytes each GPU sends per second (GB/s), the median of --repeats runs after a warm-up; for the
 all-gather of n pieces that is its bus bandwidth.
 
@@ -32,14 +33,16 @@ import time
 import cupy
 
 KERNEL = r"""
-extern "C" __global__ void copy_pairs(const unsigned long long* sources, const unsigned long long* destinations,
-                                      unsigned long long units, int blocks_per_pair, int interleaved) {
+// UNROLL 16-byte loads in flight per thread before its stores (Loom's copy keeps 4).
+template <int UNROLL>
+__device__ void copy_pairs(const unsigned long long* sources, const unsigned long long* destinations,
+                           unsigned long long units, int blocks_per_pair, int interleaved) {
   const int pair = blockIdx.x / blocks_per_pair;
   const int part = blockIdx.x % blocks_per_pair;
   const uint4* src = reinterpret_cast<const uint4*>(sources[pair]);
   uint4* dst = reinterpret_cast<uint4*>(destinations[pair]);
   const unsigned long long stride = blockDim.x;
-  const unsigned long long tile = 4 * stride;  // four 16-byte loads in flight per thread
+  const unsigned long long tile = UNROLL * stride;
   unsigned long long begin, end, step;
   if (interleaved) {
     begin = part * tile;
@@ -52,18 +55,27 @@ extern "C" __global__ void copy_pairs(const unsigned long long* sources, const u
     step = tile;
   }
   for (unsigned long long base = begin; base < end; base += step) {
-    const unsigned long long last = base + tile < end ? base + tile : end;
     unsigned long long i = base + threadIdx.x;
     if (base + tile <= end) {
-      const uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
-      dst[i] = a;
-      dst[i + stride] = b;
-      dst[i + 2 * stride] = c;
-      dst[i + 3 * stride] = d;
+      uint4 staged[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) staged[u] = src[i + u * stride];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) dst[i + u * stride] = staged[u];
     } else {
-      for (; i < last; i += stride) dst[i] = src[i];
+      for (; i < end && i < base + tile; i += stride) dst[i] = src[i];
     }
   }
+}
+
+extern "C" __global__ void copy_pairs_4(const unsigned long long* s, const unsigned long long* d,
+                                        unsigned long long units, int blocks, int interleaved) {
+  copy_pairs<4>(s, d, units, blocks, interleaved);
+}
+
+extern "C" __global__ void copy_pairs_8(const unsigned long long* s, const unsigned long long* d,
+                                        unsigned long long units, int blocks, int interleaved) {
+  copy_pairs<8>(s, d, units, blocks, interleaved);
 }
 """
 
@@ -100,7 +112,8 @@ class Host:
                 self.sources.append(cupy.full(piece, g + 1, dtype=cupy.uint8))
                 self.destinations.append(cupy.zeros(self.n * piece, dtype=cupy.uint8))
                 self.streams.append([cupy.cuda.Stream(non_blocking=True) for _ in range(self.n)])
-                self.kernels.append(cupy.RawKernel(KERNEL, "copy_pairs"))
+                module = cupy.RawModule(code=KERNEL, options=("-std=c++17",))
+                self.kernels.append({unroll: module.get_function(f"copy_pairs_{unroll}") for unroll in (4, 8)})
 
     def peers(self, g: int, ring: bool) -> list[int]:
         return [(g + 1) % self.n] if ring else [p for p in range(self.n) if p != g]
@@ -128,7 +141,7 @@ class Host:
             self.address_arrays[key] = arrays
         return self.address_arrays[key]
 
-    def launch(self, pattern: str, blocks_per_peer: int, threads: int, interleaved: bool) -> None:
+    def launch(self, pattern: str, blocks_per_peer: int, threads: int, interleaved: bool, unroll: int) -> None:
         for g in range(self.n):
             with cupy.cuda.Device(g):
                 pairs = self.pairs(g, pattern)
@@ -139,7 +152,7 @@ class Host:
                     continue
                 sources, destinations = self.addresses(g, pattern)
                 with self.streams[g][0]:
-                    self.kernels[g](
+                    self.kernels[g][unroll](
                         (blocks_per_peer * len(pairs),),
                         (threads,),
                         (
@@ -176,18 +189,20 @@ class Host:
                 self.destinations[g].fill(0)
         self.synchronize()
 
-    def time(self, pattern: str, blocks_per_peer: int, threads: int, interleaved: bool, repeats: int) -> float:
+    def time(
+        self, pattern: str, blocks_per_peer: int, threads: int, interleaved: bool, unroll: int, repeats: int
+    ) -> float:
         """Median seconds of one run of the pattern on every GPU at once, after two warm-up runs."""
         self.clear()
-        self.launch(pattern, blocks_per_peer, threads, interleaved)
+        self.launch(pattern, blocks_per_peer, threads, interleaved, unroll)
         self.synchronize()
         self.check(pattern)
-        self.launch(pattern, blocks_per_peer, threads, interleaved)
+        self.launch(pattern, blocks_per_peer, threads, interleaved, unroll)
         self.synchronize()
         seconds = []
         for _ in range(repeats):
             start = time.perf_counter()
-            self.launch(pattern, blocks_per_peer, threads, interleaved)
+            self.launch(pattern, blocks_per_peer, threads, interleaved, unroll)
             self.synchronize()
             seconds.append(time.perf_counter() - start)
         return statistics.median(seconds)
@@ -197,18 +212,20 @@ def main() -> None:
     args = arguments()
     host = Host(args.mib << 20)
     rows = []
-    cases = [("mesh-ce", 0, False), ("ring-ce", 0, False)]
+    cases = [("mesh-ce", 0, False, 0), ("ring-ce", 0, False, 0)]
     for pattern in ("mesh-put", "mesh-get", "ring-put", "ring-get"):
         for blocks in (int(b) for b in args.blocks_per_peer.split(",")):
             for interleaved in (False, True):
-                cases.append((pattern, blocks, interleaved))
-    for pattern, blocks, interleaved in cases:
-        seconds = host.time(pattern, blocks, args.threads, interleaved, args.repeats)
+                for unroll in (4, 8):
+                    cases.append((pattern, blocks, interleaved, unroll))
+    for pattern, blocks, interleaved, unroll in cases:
+        seconds = host.time(pattern, blocks, args.threads, interleaved, unroll, args.repeats)
         sent = len(host.pairs(0, pattern)) * host.piece
         row = {
             "pattern": pattern,
             "blocks_per_peer": blocks,
             "layout": "interleaved" if interleaved else "contiguous",
+            "unroll": unroll,
             "threads": args.threads,
             "piece_bytes": host.piece,
             "seconds": seconds,
@@ -216,7 +233,7 @@ def main() -> None:
         }
         rows.append(row)
         print(
-            f"{pattern:9s} blocks/peer {blocks:3d} {row['layout']:11s} {row['gbs_per_gpu']:7.1f} GB/s per GPU",
+            f"{pattern:9s} blocks/peer {blocks:3d} {row['layout']:11s} unroll {unroll} {row['gbs_per_gpu']:7.1f} GB/s",
             flush=True,
         )
     name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
