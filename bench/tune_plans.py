@@ -45,10 +45,11 @@ GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "allreduce_ring": ((8, 16, 32, 64, 128), (512, 1024), 16 * MiB, GiB),
     "allgather_fullmesh_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
     "allgather_fullmesh": ((8, 16, 32, 40, 64, 96, 128), (512, 1024), 16 * KiB, GiB),
-    # The reading and the ring all-gather from 16 MiB: on 4 H100s the writing full mesh's bus bandwidth
+    # The reading, fan-out and ring all-gathers from 16 MiB: on 4 H100s the writing full mesh's bus bandwidth
     # stayed at about 305 GB/s from 64 MiB while NCCL's ring rose to 341 and Loom's reading reduce-scatter
     # kept pace with NCCL's.
     "allgather_read": ((8, 16, 32, 64, 96, 128), (512, 1024), 16 * MiB, GiB),
+    "allgather_fanout": ((8, 16, 32, 64, 96, 128), (512, 1024), 16 * MiB, GiB),
     "allgather_ring": ((8, 16, 32, 64, 128), (512, 1024), 16 * MiB, GiB),
     "reducescatter_fullmesh_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
     "reducescatter_read": ((8, 16, 32, 48, 64, 96, 128), (512, 1024), 64 * KiB, GiB),

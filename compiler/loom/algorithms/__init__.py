@@ -215,6 +215,15 @@ _ENTRIES = [
         min_message_bytes=MiB + 1,
     ),
     Algorithm(
+        "allgather_fanout",
+        "allgather_fanout",
+        "allgather",
+        "simple",
+        "every rank reads its input once and stores it into every peer's output: one put with world_size - 1"
+        " destinations",
+        min_message_bytes=MiB + 1,
+    ),
+    Algorithm(
         "allgather_read",
         "allgather_read",
         "allgather",

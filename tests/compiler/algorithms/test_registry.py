@@ -25,6 +25,7 @@ EXPECTED = {
     "allgather_fullmesh",
     "allgather_ring",
     "allgather_read",
+    "allgather_fanout",
     "reducescatter_fullmesh",
     "reducescatter_fullmesh_packet",
     "reducescatter_read",
