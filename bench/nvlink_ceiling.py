@@ -6,6 +6,7 @@ on all GPUs at once:
 
 Patterns (each GPU g, n GPUs; "piece" = --mib MiB):
   mesh-put   g's SM threads store its piece into every peer's buffer (the full-mesh all-gather's puts)
+  mesh-fanout  the same stores, each unit loaded once for all peers (allgather_fanout's fused put)
   mesh-get   g's SM threads load every peer's piece into its own buffer (allgather_read's gets)
   ring-put   g stores its piece into g + 1's buffer only (one ring step)
   ring-get   g loads g - 1's piece only
@@ -68,6 +69,47 @@ __device__ void copy_pairs(const unsigned long long* sources, const unsigned lon
   }
 }
 
+// One source stored to `count` destinations: each unit loaded once, stored count times (a fused
+// fan-out put, as the all-reduce's all-gather phase and allgather_fanout run it). Contiguous slices.
+template <int UNROLL>
+__device__ void fan_out(const unsigned long long* sources, const unsigned long long* destinations, int count,
+                        unsigned long long units) {
+  const uint4* src = reinterpret_cast<const uint4*>(sources[0]);
+  const unsigned long long stride = blockDim.x;
+  const unsigned long long tile = UNROLL * stride;
+  const unsigned long long share = (units + gridDim.x - 1) / gridDim.x;
+  const unsigned long long begin = blockIdx.x * share;
+  const unsigned long long end = begin + share < units ? begin + share : units;
+  for (unsigned long long base = begin; base < end; base += tile) {
+    unsigned long long i = base + threadIdx.x;
+    if (base + tile <= end) {
+      uint4 staged[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) staged[u] = src[i + u * stride];
+      for (int k = 0; k < count; ++k) {
+        uint4* dst = reinterpret_cast<uint4*>(destinations[k]);
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) dst[i + u * stride] = staged[u];
+      }
+    } else {
+      for (; i < end && i < base + tile; i += stride) {
+        const uint4 v = src[i];
+        for (int k = 0; k < count; ++k) reinterpret_cast<uint4*>(destinations[k])[i] = v;
+      }
+    }
+  }
+}
+
+extern "C" __global__ void fan_out_4(const unsigned long long* s, const unsigned long long* d, int count,
+                                     unsigned long long units) {
+  fan_out<4>(s, d, count, units);
+}
+
+extern "C" __global__ void fan_out_8(const unsigned long long* s, const unsigned long long* d, int count,
+                                     unsigned long long units) {
+  fan_out<8>(s, d, count, units);
+}
+
 extern "C" __global__ void copy_pairs_4(const unsigned long long* s, const unsigned long long* d,
                                         unsigned long long units, int blocks, int interleaved) {
   copy_pairs<4>(s, d, units, blocks, interleaved);
@@ -96,7 +138,7 @@ class Host:
     def __init__(self, piece: int) -> None:
         self.n = cupy.cuda.runtime.getDeviceCount()
         self.piece = piece
-        self.sources, self.destinations, self.streams, self.kernels = [], [], [], []
+        self.sources, self.destinations, self.streams, self.kernels, self.fan_out_kernels = [], [], [], [], []
         self.address_arrays: dict[tuple[int, str], tuple[cupy.ndarray, cupy.ndarray]] = {}
         for g in range(self.n):
             with cupy.cuda.Device(g):
@@ -114,6 +156,7 @@ class Host:
                 self.streams.append([cupy.cuda.Stream(non_blocking=True) for _ in range(self.n)])
                 module = cupy.RawModule(code=KERNEL, options=("-std=c++17",))
                 self.kernels.append({unroll: module.get_function(f"copy_pairs_{unroll}") for unroll in (4, 8)})
+                self.fan_out_kernels.append({unroll: module.get_function(f"fan_out_{unroll}") for unroll in (4, 8)})
 
     def peers(self, g: int, ring: bool) -> list[int]:
         return [(g + 1) % self.n] if ring else [p for p in range(self.n) if p != g]
@@ -151,6 +194,14 @@ class Host:
                         cupy.cuda.runtime.memcpyPeerAsync(dst, p, src, g, self.piece, stream.ptr)
                     continue
                 sources, destinations = self.addresses(g, pattern)
+                if pattern == "mesh-fanout":  # as many blocks as mesh-put, all on the one source
+                    with self.streams[g][0]:
+                        self.fan_out_kernels[g][unroll](
+                            (blocks_per_peer * len(pairs),),
+                            (threads,),
+                            (sources, destinations, cupy.int32(len(pairs)), cupy.uint64(self.piece // 16)),
+                        )
+                    continue
                 with self.streams[g][0]:
                     self.kernels[g][unroll](
                         (blocks_per_peer * len(pairs),),
@@ -213,9 +264,9 @@ def main() -> None:
     host = Host(args.mib << 20)
     rows = []
     cases = [("mesh-ce", 0, False, 0), ("ring-ce", 0, False, 0)]
-    for pattern in ("mesh-put", "mesh-get", "ring-put", "ring-get"):
+    for pattern in ("mesh-put", "mesh-fanout", "mesh-get", "ring-put", "ring-get"):
         for blocks in (int(b) for b in args.blocks_per_peer.split(",")):
-            for interleaved in (False, True):
+            for interleaved in (False, True) if pattern != "mesh-fanout" else (False,):
                 for unroll in (4, 8):
                     cases.append((pattern, blocks, interleaved, unroll))
     for pattern, blocks, interleaved, unroll in cases:
