@@ -56,6 +56,9 @@ GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "reducescatter_fullmesh": ((16, 32, 64, 96, 128), (512, 1024), 64 * KiB, GiB),
     "alltoall_fullmesh": ((1, 4, 8, 16, 32, 64), (512, 1024), 0, GiB),
     "alltoall_read": ((8, 16, 32, 64), (512, 1024), 16 * MiB, GiB),
+    # Copy-engine copies, one peer per step: on 4 H100s one copy-engine stream moved 372 GB/s to one peer,
+    # SM stores at most 332 (bench/nvlink_ceiling.py). Instances are concurrent copy streams per peer.
+    "alltoall_port": ((1, 2, 4, 8), (512, 1024), 16 * MiB, GiB),
 }
 # A plan's blocks must all be resident at once (they wait for each other): the executor runs one per
 # multiprocessor and leaves one free (GpuBackend::maxResidentBlocks); an H100 or H200 has 132.

@@ -57,9 +57,14 @@ def _library_plans(world: int, folder: Path, **options) -> Path:
 
 
 def write_library_plans(world: int, folder: Path, **options) -> Path:
-    """Every library plan for `world` ranks, in and out of place, written into `folder`."""
+    """Every library plan for `world` ranks, in and out of place, written into `folder`.
+    LOOM_CHECK_ALGORITHMS (comma-separated names) narrows them, for a device call that checks a new one."""
+    wanted = {name for name in os.environ.get("LOOM_CHECK_ALGORITHMS", "").split(",") if name}
+    unknown = wanted - set(ALGORITHMS)
+    if unknown:
+        raise ValueError(f"LOOM_CHECK_ALGORITHMS: no algorithm named {', '.join(sorted(unknown))}")
     for name, algorithm in sorted(ALGORITHMS.items()):
-        if world not in algorithm.world_sizes:
+        if world not in algorithm.world_sizes or (wanted and name not in wanted):
             continue
         for inplace in (False, True):
             extra = {"root": world - 1} if name == "broadcast" else {}

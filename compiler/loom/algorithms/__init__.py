@@ -274,6 +274,16 @@ _ENTRIES = [
         min_message_bytes=MiB + 1,
     ),
     Algorithm(
+        "alltoall_port",
+        "alltoall_port",
+        "alltoall",
+        "simple",
+        "the pieces go over port channels (on one host, copy-engine copies), one peer at a time: in step k"
+        " rank r sends to r + k and receives from r - k",
+        min_message_bytes=MiB + 1,
+        options={"copy_blocks": 8},
+    ),
+    Algorithm(
         "broadcast",
         "broadcast",
         "broadcast",

@@ -71,6 +71,10 @@ def test_every_op_has_its_source_line(case):
                 assert op["loc"]["line"] > 0
 
 
+# Algorithms that reach peers on their own node over port channels on purpose (copy-engine copies).
+PORT_WITHIN_A_NODE = {"alltoall_port"}
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_memory_channels_within_a_node_port_channels_across(case):
     plan = plan_dict(*case)
@@ -78,7 +82,8 @@ def test_memory_channels_within_a_node_port_channels_across(case):
     for gpu in plan["gpus"]:
         for channel in gpu["channels"]:
             same_node = gpu["id"] // per_node == channel["peer"] // per_node
-            assert channel["type"] == ("memory" if same_node else "port"), (gpu["id"], channel)
+            wanted = "port" if case[0] in PORT_WITHIN_A_NODE or not same_node else "memory"
+            assert channel["type"] == wanted, (gpu["id"], channel)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

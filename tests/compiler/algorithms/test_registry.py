@@ -31,6 +31,7 @@ EXPECTED = {
     "reducescatter_read",
     "alltoall_fullmesh",
     "alltoall_read",
+    "alltoall_port",
     "broadcast",
     "sendrecv",
 }
