@@ -12,11 +12,18 @@ Patterns (each GPU g, n GPUs; "piece" = --mib MiB):
   ring-get   g loads g - 1's piece only
   mesh-ce    g's copy engines copy its piece to every peer (cudaMemcpyPeerAsync, one stream per peer)
   ring-ce    the same to g + 1 only
+  shift-ce   the copies to every peer one after another on one stream, g + 1 first, then g + 2, ...: at
+             each moment the GPUs send along a permutation (alltoall_port's order)
+  ring-ce+put  to g + 1, the first quarter or half of the piece by the copy engine and the rest by SM
+             stores at once: whether the two together move more than either
 The SM patterns run with several blocks per peer, laid out "contiguous" (each block one slice of the
 piece) or "interleaved" (the blocks of a peer take neighbouring tiles in turn, as NCCL's channels do),
 each thread with 4 (as Loom's copy) or 8 loads in flight before its stores.
 Result: bytes each GPU sends per second (GB/s), the median of --repeats runs after a warm-up; for the
-all-gather of n pieces that is its bus bandwidth.
+all-gather of n pieces that is its bus bandwidth. A run's time is the slowest GPU's, from CUDA events
+around its work (the host starts the GPUs one after another, so a wall clock would count that skew;
+it is kept as wall_gbs_per_gpu). Loom's 4-rank ring plans reached 359-367 GB/s where this bench's
+wall-clock ring stores had shown 332 (docs/perf/executor.md, seventh run).
 
 Why (docs/perf/executor.md, sixth run): on 4 x H100 every Loom collective's bus bandwidth stayed at
 305-336 GB/s from 64 MiB while NCCL's ring rose to 341-354; the writing plans were the slowest. This
@@ -32,6 +39,8 @@ import statistics
 import time
 
 import cupy
+
+CE_FRACTIONS = (0.25, 0.5)  # ring-ce+put: the part of the piece the copy engine moves
 
 KERNEL = r"""
 // UNROLL 16-byte loads in flight per thread before its stores (Loom's copy keeps 4).
@@ -139,7 +148,7 @@ class Host:
         self.n = cupy.cuda.runtime.getDeviceCount()
         self.piece = piece
         self.sources, self.destinations, self.streams, self.kernels, self.fan_out_kernels = [], [], [], [], []
-        self.address_arrays: dict[tuple[int, str], tuple[cupy.ndarray, cupy.ndarray]] = {}
+        self.address_arrays: dict[tuple[int, str, int], tuple[cupy.ndarray, cupy.ndarray]] = {}
         for g in range(self.n):
             with cupy.cuda.Device(g):
                 for p in range(self.n):
@@ -159,61 +168,93 @@ class Host:
                 self.fan_out_kernels.append({unroll: module.get_function(f"fan_out_{unroll}") for unroll in (4, 8)})
 
     def peers(self, g: int, ring: bool) -> list[int]:
-        return [(g + 1) % self.n] if ring else [p for p in range(self.n) if p != g]
+        """g + 1 for a ring, else every peer from g + 1 on, wrapping (so GPUs start on different peers)."""
+        return [(g + 1) % self.n] if ring else [(g + k) % self.n for k in range(1, self.n)]
 
     def pairs(self, g: int, pattern: str) -> list[tuple[int, int]]:
         """(source address, destination address) of every copy GPU g's kernel or engines make."""
         ring = pattern.startswith("ring")
         if pattern.endswith("get"):
-            senders = [(g - 1) % self.n] if ring else [p for p in range(self.n) if p != g]
+            senders = [(g - 1) % self.n] if ring else self.peers(g, False)
             return [(self.sources[p].data.ptr, self.destinations[g].data.ptr + p * self.piece) for p in senders]
         return [(self.sources[g].data.ptr, self.destinations[p].data.ptr + g * self.piece) for p in self.peers(g, ring)]
 
-    def addresses(self, g: int, pattern: str) -> tuple[cupy.ndarray, cupy.ndarray]:
-        """The pattern's source and destination addresses on GPU g, copied there once (a copy made at each
-        launch would race with the kernel, which runs on a stream of its own)."""
-        key = (g, pattern)
+    def addresses(self, g: int, pattern: str, skip: int = 0) -> tuple[cupy.ndarray, cupy.ndarray]:
+        """The pattern's source and destination addresses on GPU g, ``skip`` bytes into each piece, copied
+        there once (a copy made at each launch would race with the kernel, which runs on a stream of its own)."""
+        key = (g, pattern, skip)
         if key not in self.address_arrays:
             pairs = self.pairs(g, pattern)
             with cupy.cuda.Device(g):
                 arrays = (
-                    cupy.asarray([src for src, _ in pairs], dtype=cupy.uint64),
-                    cupy.asarray([dst for _, dst in pairs], dtype=cupy.uint64),
+                    cupy.asarray([src + skip for src, _ in pairs], dtype=cupy.uint64),
+                    cupy.asarray([dst + skip for _, dst in pairs], dtype=cupy.uint64),
                 )
                 cupy.cuda.Device(g).synchronize()
             self.address_arrays[key] = arrays
         return self.address_arrays[key]
 
-    def launch(self, pattern: str, blocks_per_peer: int, threads: int, interleaved: bool, unroll: int) -> None:
+    def launch(
+        self, pattern: str, blocks_per_peer: int, threads: int, interleaved: bool, unroll: int, ce_fraction: float
+    ) -> list[tuple[cupy.cuda.Event, cupy.cuda.Event]]:
+        """Start the pattern on every GPU; each GPU's (start, stop) events bracket all of its streams' work."""
+        events = []
         for g in range(self.n):
             with cupy.cuda.Device(g):
-                pairs = self.pairs(g, pattern)
-                if pattern.endswith("ce"):
-                    receivers = self.peers(g, pattern.startswith("ring"))
-                    for (src, dst), p, stream in zip(pairs, receivers, self.streams[g], strict=False):
-                        cupy.cuda.runtime.memcpyPeerAsync(dst, p, src, g, self.piece, stream.ptr)
-                    continue
-                sources, destinations = self.addresses(g, pattern)
-                if pattern == "mesh-fanout":  # as many blocks as mesh-put, all on the one source
-                    with self.streams[g][0]:
-                        self.fan_out_kernels[g][unroll](
-                            (blocks_per_peer * len(pairs),),
-                            (threads,),
-                            (sources, destinations, cupy.int32(len(pairs)), cupy.uint64(self.piece // 16)),
-                        )
-                    continue
-                with self.streams[g][0]:
-                    self.kernels[g][unroll](
-                        (blocks_per_peer * len(pairs),),
-                        (threads,),
-                        (
-                            sources,
-                            destinations,
-                            cupy.uint64(self.piece // 16),
-                            cupy.int32(blocks_per_peer),
-                            cupy.int32(interleaved),
-                        ),
-                    )
+                streams = self.streams[g]
+                start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+                start.record(streams[0])
+                for stream in streams[1:]:
+                    stream.wait_event(start)
+                self.enqueue(g, pattern, blocks_per_peer, threads, interleaved, unroll, ce_fraction)
+                for stream in streams[1:]:
+                    done = cupy.cuda.Event(disable_timing=True)
+                    done.record(stream)
+                    streams[0].wait_event(done)
+                stop.record(streams[0])
+                events.append((start, stop))
+        return events
+
+    def enqueue(
+        self,
+        g: int,
+        pattern: str,
+        blocks_per_peer: int,
+        threads: int,
+        interleaved: bool,
+        unroll: int,
+        ce_fraction: float,
+    ) -> None:
+        """GPU g's part of the pattern, on its streams (the current device is g)."""
+        pairs = self.pairs(g, pattern)
+        receivers = self.peers(g, pattern.startswith("ring"))
+        streams = self.streams[g]
+        if pattern == "shift-ce":  # one stream: the copies follow each other
+            for (src, dst), p in zip(pairs, receivers, strict=True):
+                cupy.cuda.runtime.memcpyPeerAsync(dst, p, src, g, self.piece, streams[0].ptr)
+            return
+        if pattern.endswith("ce"):
+            for (src, dst), p, stream in zip(pairs, receivers, streams, strict=False):
+                cupy.cuda.runtime.memcpyPeerAsync(dst, p, src, g, self.piece, stream.ptr)
+            return
+        skip = 0
+        if pattern == "ring-ce+put":  # the first part by the copy engine, the rest by the kernel below
+            skip = int(self.piece * ce_fraction) // 16 * 16
+            (src, dst), p = pairs[0], receivers[0]
+            cupy.cuda.runtime.memcpyPeerAsync(dst, p, src, g, skip, streams[1].ptr)
+        sources, destinations = self.addresses(g, pattern, skip)
+        units = cupy.uint64((self.piece - skip) // 16)
+        with streams[0]:
+            if pattern == "mesh-fanout":  # as many blocks as mesh-put, all on the one source
+                self.fan_out_kernels[g][unroll](
+                    (blocks_per_peer * len(pairs),), (threads,), (sources, destinations, cupy.int32(len(pairs)), units)
+                )
+            else:
+                self.kernels[g][unroll](
+                    (blocks_per_peer * len(pairs),),
+                    (threads,),
+                    (sources, destinations, units, cupy.int32(blocks_per_peer), cupy.int32(interleaved)),
+                )
 
     def synchronize(self) -> None:
         for g in range(self.n):
@@ -241,50 +282,67 @@ class Host:
         self.synchronize()
 
     def time(
-        self, pattern: str, blocks_per_peer: int, threads: int, interleaved: bool, unroll: int, repeats: int
-    ) -> float:
-        """Median seconds of one run of the pattern on every GPU at once, after two warm-up runs."""
+        self,
+        pattern: str,
+        blocks_per_peer: int,
+        threads: int,
+        interleaved: bool,
+        unroll: int,
+        ce_fraction: float,
+        repeats: int,
+    ) -> tuple[float, float]:
+        """Median seconds of one run of the pattern on every GPU at once, after two warm-up runs: by the
+        slowest GPU's events, and by the host's wall clock."""
+        shape = (pattern, blocks_per_peer, threads, interleaved, unroll, ce_fraction)
         self.clear()
-        self.launch(pattern, blocks_per_peer, threads, interleaved, unroll)
+        self.launch(*shape)
         self.synchronize()
         self.check(pattern)
-        self.launch(pattern, blocks_per_peer, threads, interleaved, unroll)
+        self.launch(*shape)
         self.synchronize()
-        seconds = []
+        by_events, by_wall = [], []
         for _ in range(repeats):
-            start = time.perf_counter()
-            self.launch(pattern, blocks_per_peer, threads, interleaved, unroll)
+            begin = time.perf_counter()
+            events = self.launch(*shape)
             self.synchronize()
-            seconds.append(time.perf_counter() - start)
-        return statistics.median(seconds)
+            by_wall.append(time.perf_counter() - begin)
+            by_events.append(max(cupy.cuda.get_elapsed_time(start, stop) for start, stop in events) / 1e3)
+        return statistics.median(by_events), statistics.median(by_wall)
 
 
 def main() -> None:
     args = arguments()
     host = Host(args.mib << 20)
     rows = []
-    cases = [("mesh-ce", 0, False, 0), ("ring-ce", 0, False, 0)]
+    cases = [("mesh-ce", 0, False, 0, 0.0), ("ring-ce", 0, False, 0, 0.0), ("shift-ce", 0, False, 0, 0.0)]
+    blocks_list = [int(b) for b in args.blocks_per_peer.split(",")]
     for pattern in ("mesh-put", "mesh-fanout", "mesh-get", "ring-put", "ring-get"):
-        for blocks in (int(b) for b in args.blocks_per_peer.split(",")):
+        for blocks in blocks_list:
             for interleaved in (False, True) if pattern != "mesh-fanout" else (False,):
                 for unroll in (4, 8):
-                    cases.append((pattern, blocks, interleaved, unroll))
-    for pattern, blocks, interleaved, unroll in cases:
-        seconds = host.time(pattern, blocks, args.threads, interleaved, unroll, args.repeats)
+                    cases.append((pattern, blocks, interleaved, unroll, 0.0))
+    for fraction in CE_FRACTIONS:
+        for blocks in blocks_list:
+            cases.append(("ring-ce+put", blocks, False, 4, fraction))
+    for pattern, blocks, interleaved, unroll, fraction in cases:
+        seconds, wall = host.time(pattern, blocks, args.threads, interleaved, unroll, fraction, args.repeats)
         sent = len(host.pairs(0, pattern)) * host.piece
         row = {
             "pattern": pattern,
             "blocks_per_peer": blocks,
             "layout": "interleaved" if interleaved else "contiguous",
             "unroll": unroll,
+            "ce_fraction": fraction,
             "threads": args.threads,
             "piece_bytes": host.piece,
             "seconds": seconds,
             "gbs_per_gpu": sent / seconds / 1e9,
+            "wall_gbs_per_gpu": sent / wall / 1e9,
         }
         rows.append(row)
         print(
-            f"{pattern:9s} blocks/peer {blocks:3d} {row['layout']:11s} unroll {unroll} {row['gbs_per_gpu']:7.1f} GB/s",
+            f"{pattern:11s} blocks/peer {blocks:3d} {row['layout']:11s} unroll {unroll} ce {fraction:4.2f}"
+            f" {row['gbs_per_gpu']:7.1f} GB/s (wall clock {row['wall_gbs_per_gpu']:6.1f})",
             flush=True,
         )
     name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
