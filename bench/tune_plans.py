@@ -51,6 +51,7 @@ GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "allgather_read": ((8, 16, 32, 64, 96, 128), (512, 1024), 16 * MiB, GiB),
     "allgather_fanout": ((8, 16, 32, 64, 96, 128), (512, 1024), 16 * MiB, GiB),
     "allgather_ring": ((8, 16, 32, 64, 128), (512, 1024), 16 * MiB, GiB),
+    "allgather_ring_port": ((2, 4, 8, 16), (512, 1024), 16 * MiB, GiB),  # copy engines: see alltoall_port
     "reducescatter_fullmesh_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
     "reducescatter_read": ((8, 16, 32, 48, 64, 96, 128), (512, 1024), 64 * KiB, GiB),
     "reducescatter_fullmesh": ((16, 32, 64, 96, 128), (512, 1024), 64 * KiB, GiB),

@@ -215,6 +215,14 @@ _ENTRIES = [
         min_message_bytes=MiB + 1,
     ),
     Algorithm(
+        "allgather_ring_port",
+        "allgather_ring_port",
+        "allgather",
+        "simple",
+        "allgather_ring over port channels: on one host every step is a copy-engine copy",
+        min_message_bytes=MiB + 1,
+    ),
+    Algorithm(
         "allgather_fanout",
         "allgather_fanout",
         "allgather",

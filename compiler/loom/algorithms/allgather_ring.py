@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom.algorithms._common import peer_channel, setup
+from loom.algorithms._common import Setup, peer_channel, setup
 from loom.language import AllGather, CollectiveProgram, PortChannel, Rank, SyncType
 
 NAME = "allgather_ring"
@@ -35,7 +35,12 @@ def build(
     name: str | None = None,
     **options: Any,
 ) -> CollectiveProgram:
-    s = setup(NAME, world_size, ranks_per_node, instances, inplace, name, options)
+    return record(setup(NAME, world_size, ranks_per_node, instances, inplace, name, options))
+
+
+def record(s: Setup, port_within_node: bool = False) -> CollectiveProgram:
+    """The ring of checked arguments ``s``; ``port_within_node`` makes every link a port channel
+    (allgather_ring_port: copy-engine copies between GPUs of one host)."""
     n = s.world_size
     program = CollectiveProgram(s.name, AllGather(n, 1, s.inplace), n, **s.program_args())
     s.annotate(program)
@@ -44,7 +49,7 @@ def build(
         channels = {}
         for r in range(n):
             for p in sorted({(r + 1) % n, (r - 1) % n}):
-                channels[(r, p)] = peer_channel(s, p, r)
+                channels[(r, p)] = PortChannel(p, r) if port_within_node else peer_channel(s, p, r)
         for r in range(n):
             rank = Rank(r)
             output = rank.get_output_buffer()

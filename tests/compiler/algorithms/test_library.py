@@ -61,7 +61,8 @@ def test_plan_header_schema_and_provenance(case):
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_every_op_has_its_source_line(case):
     name = case[0]
-    module = "allreduce_rs_ag" if name == "allreduce_rs_ag_pipelined" else ALGORITHMS[name].module
+    shared = {"allreduce_rs_ag_pipelined": "allreduce_rs_ag", "allgather_ring_port": "allgather_ring"}
+    module = shared.get(name, ALGORITHMS[name].module)
     for gpu in plan_dict(*case)["gpus"]:
         assert gpu["threadblocks"], f"rank {gpu['id']} has no thread blocks"
         for tb in gpu["threadblocks"]:
@@ -72,7 +73,7 @@ def test_every_op_has_its_source_line(case):
 
 
 # Algorithms that reach peers on their own node over port channels on purpose (copy-engine copies).
-PORT_WITHIN_A_NODE = {"alltoall_port"}
+PORT_WITHIN_A_NODE = {"alltoall_port", "allgather_ring_port"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

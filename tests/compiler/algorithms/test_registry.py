@@ -24,6 +24,7 @@ EXPECTED = {
     "allgather_fullmesh_packet",
     "allgather_fullmesh",
     "allgather_ring",
+    "allgather_ring_port",
     "allgather_read",
     "allgather_fanout",
     "reducescatter_fullmesh",
