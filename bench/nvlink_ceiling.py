@@ -37,10 +37,24 @@ import argparse
 import json
 import statistics
 import time
+from dataclasses import dataclass
 
 import cupy
 
 CE_FRACTIONS = (0.25, 0.5)  # ring-ce+put: the part of the piece the copy engine moves
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement: a pattern and, for the SM patterns, how the kernel is laid out."""
+
+    pattern: str
+    blocks_per_peer: int = 0
+    interleaved: bool = False
+    unroll: int = 0  # 16-byte loads in flight per thread (4 or 8)
+    ce_fraction: float = 0.0  # ring-ce+put only
+    threads: int = 1024
+
 
 KERNEL = r"""
 // UNROLL 16-byte loads in flight per thread before its stores (Loom's copy keeps 4).
@@ -194,9 +208,7 @@ class Host:
             self.address_arrays[key] = arrays
         return self.address_arrays[key]
 
-    def launch(
-        self, pattern: str, blocks_per_peer: int, threads: int, interleaved: bool, unroll: int, ce_fraction: float
-    ) -> list[tuple[cupy.cuda.Event, cupy.cuda.Event]]:
+    def launch(self, case: Case) -> list[tuple[cupy.cuda.Event, cupy.cuda.Event]]:
         """Start the pattern on every GPU; each GPU's (start, stop) events bracket all of its streams' work."""
         events = []
         for g in range(self.n):
@@ -206,7 +218,7 @@ class Host:
                 start.record(streams[0])
                 for stream in streams[1:]:
                     stream.wait_event(start)
-                self.enqueue(g, pattern, blocks_per_peer, threads, interleaved, unroll, ce_fraction)
+                self.enqueue(g, case)
                 for stream in streams[1:]:
                     done = cupy.cuda.Event(disable_timing=True)
                     done.record(stream)
@@ -215,17 +227,9 @@ class Host:
                 events.append((start, stop))
         return events
 
-    def enqueue(
-        self,
-        g: int,
-        pattern: str,
-        blocks_per_peer: int,
-        threads: int,
-        interleaved: bool,
-        unroll: int,
-        ce_fraction: float,
-    ) -> None:
+    def enqueue(self, g: int, case: Case) -> None:
         """GPU g's part of the pattern, on its streams (the current device is g)."""
+        pattern = case.pattern
         pairs = self.pairs(g, pattern)
         receivers = self.peers(g, pattern.startswith("ring"))
         streams = self.streams[g]
@@ -239,21 +243,23 @@ class Host:
             return
         skip = 0
         if pattern == "ring-ce+put":  # the first part by the copy engine, the rest by the kernel below
-            skip = int(self.piece * ce_fraction) // 16 * 16
+            skip = int(self.piece * case.ce_fraction) // 16 * 16
             (src, dst), p = pairs[0], receivers[0]
             cupy.cuda.runtime.memcpyPeerAsync(dst, p, src, g, skip, streams[1].ptr)
         sources, destinations = self.addresses(g, pattern, skip)
         units = cupy.uint64((self.piece - skip) // 16)
         with streams[0]:
             if pattern == "mesh-fanout":  # as many blocks as mesh-put, all on the one source
-                self.fan_out_kernels[g][unroll](
-                    (blocks_per_peer * len(pairs),), (threads,), (sources, destinations, cupy.int32(len(pairs)), units)
+                self.fan_out_kernels[g][case.unroll](
+                    (case.blocks_per_peer * len(pairs),),
+                    (case.threads,),
+                    (sources, destinations, cupy.int32(len(pairs)), units),
                 )
             else:
-                self.kernels[g][unroll](
-                    (blocks_per_peer * len(pairs),),
-                    (threads,),
-                    (sources, destinations, units, cupy.int32(blocks_per_peer), cupy.int32(interleaved)),
+                self.kernels[g][case.unroll](
+                    (case.blocks_per_peer * len(pairs),),
+                    (case.threads,),
+                    (sources, destinations, units, cupy.int32(case.blocks_per_peer), cupy.int32(case.interleaved)),
                 )
 
     def synchronize(self) -> None:
@@ -281,29 +287,19 @@ class Host:
                 self.destinations[g].fill(0)
         self.synchronize()
 
-    def time(
-        self,
-        pattern: str,
-        blocks_per_peer: int,
-        threads: int,
-        interleaved: bool,
-        unroll: int,
-        ce_fraction: float,
-        repeats: int,
-    ) -> tuple[float, float]:
+    def time(self, case: Case, repeats: int) -> tuple[float, float]:
         """Median seconds of one run of the pattern on every GPU at once, after two warm-up runs: by the
         slowest GPU's events, and by the host's wall clock."""
-        shape = (pattern, blocks_per_peer, threads, interleaved, unroll, ce_fraction)
         self.clear()
-        self.launch(*shape)
+        self.launch(case)
         self.synchronize()
-        self.check(pattern)
-        self.launch(*shape)
+        self.check(case.pattern)
+        self.launch(case)
         self.synchronize()
         by_events, by_wall = [], []
         for _ in range(repeats):
             begin = time.perf_counter()
-            events = self.launch(*shape)
+            events = self.launch(case)
             self.synchronize()
             by_wall.append(time.perf_counter() - begin)
             by_events.append(max(cupy.cuda.get_elapsed_time(start, stop) for start, stop in events) / 1e3)
@@ -314,26 +310,27 @@ def main() -> None:
     args = arguments()
     host = Host(args.mib << 20)
     rows = []
-    cases = [("mesh-ce", 0, False, 0, 0.0), ("ring-ce", 0, False, 0, 0.0), ("shift-ce", 0, False, 0, 0.0)]
+    cases = [Case("mesh-ce"), Case("ring-ce"), Case("shift-ce")]
     blocks_list = [int(b) for b in args.blocks_per_peer.split(",")]
     for pattern in ("mesh-put", "mesh-fanout", "mesh-get", "ring-put", "ring-get"):
         for blocks in blocks_list:
             for interleaved in (False, True) if pattern != "mesh-fanout" else (False,):
                 for unroll in (4, 8):
-                    cases.append((pattern, blocks, interleaved, unroll, 0.0))
+                    cases.append(Case(pattern, blocks, interleaved, unroll, threads=args.threads))
     for fraction in CE_FRACTIONS:
         for blocks in blocks_list:
-            cases.append(("ring-ce+put", blocks, False, 4, fraction))
-    for pattern, blocks, interleaved, unroll, fraction in cases:
-        seconds, wall = host.time(pattern, blocks, args.threads, interleaved, unroll, fraction, args.repeats)
+            cases.append(Case("ring-ce+put", blocks, False, 4, fraction, threads=args.threads))
+    for case in cases:
+        seconds, wall = host.time(case, args.repeats)
+        pattern, blocks, unroll, fraction = case.pattern, case.blocks_per_peer, case.unroll, case.ce_fraction
         sent = len(host.pairs(0, pattern)) * host.piece
         row = {
             "pattern": pattern,
             "blocks_per_peer": blocks,
-            "layout": "interleaved" if interleaved else "contiguous",
+            "layout": "interleaved" if case.interleaved else "contiguous",
             "unroll": unroll,
             "ce_fraction": fraction,
-            "threads": args.threads,
+            "threads": case.threads,
             "piece_bytes": host.piece,
             "seconds": seconds,
             "gbs_per_gpu": sent / seconds / 1e9,

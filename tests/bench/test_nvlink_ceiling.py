@@ -20,6 +20,7 @@ def load_bench(monkeypatch, gpus: int):
     monkeypatch.setitem(sys.modules, "cupy", fake)
     spec = importlib.util.spec_from_file_location("nvlink_ceiling", ROOT / "bench" / "nvlink_ceiling.py")
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "nvlink_ceiling", module)  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module, fake
 
@@ -52,9 +53,9 @@ def test_the_check_catches_a_copy_engine_part_left_out(monkeypatch):
             copy(dst, dst_device, src, src_device, size, stream)
 
     monkeypatch.setattr(fake.cuda.runtime, "memcpyPeerAsync", only_whole_pieces)
-    host.time("ring-ce", 0, 1024, False, 0, 0.0, 1)  # whole pieces: fine
+    host.time(bench.Case("ring-ce"), 1)  # whole pieces: fine
     with pytest.raises(SystemExit, match="ring-ce\\+put: GPU 1's slot from GPU 0 is wrong"):
-        host.time("ring-ce+put", 8, 1024, False, 4, 0.5, 1)
+        host.time(bench.Case("ring-ce+put", 8, False, 4, 0.5), 1)
 
 
 def test_shift_ce_sends_to_each_peer_in_turn(monkeypatch):
