@@ -76,7 +76,6 @@ def setup(
     inplace: object,
     name: object,
     options: dict[str, Any],
-    extra_options: dict[str, Any] | None = None,
 ) -> Setup:
     """Check a build() call against the algorithm's registry entry; InvalidArgumentError names the bad argument."""
     from loom.algorithms import get
@@ -94,7 +93,7 @@ def setup(
         "max_message_size": algorithm.max_message_bytes,
         "num_threads_per_block": 1024,
     }
-    defaults.update(extra_options or {})
+    defaults.update(algorithm.options)  # the algorithm's own options, with the defaults its registry entry gives
     unknown = sorted(set(options) - set(defaults))
     if unknown:
         raise InvalidArgumentError(

@@ -32,6 +32,6 @@ def build(
     name: str | None = None,
     **options: Any,
 ) -> CollectiveProgram:
-    s = setup(NAME, world_size, ranks_per_node, instances, inplace, name, options, {"iterations": 4})
+    s = setup(NAME, world_size, ranks_per_node, instances, inplace, name, options)
     iterations = check_int_option(s, "iterations", 1, 1024)
     return allreduce_rs_ag.record(s, iterations=iterations)

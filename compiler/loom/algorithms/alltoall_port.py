@@ -42,7 +42,7 @@ def build(
     name: str | None = None,
     **options: Any,
 ) -> CollectiveProgram:
-    s = setup(NAME, world_size, ranks_per_node, instances, inplace, name, options, {"copy_blocks": 8})
+    s = setup(NAME, world_size, ranks_per_node, instances, inplace, name, options)
     n = s.world_size
     c = check_int_option(s, "copy_blocks", 1, 32)
     program = CollectiveProgram(s.name, AllToAll(n, c, s.inplace), n, **s.program_args())
@@ -50,13 +50,13 @@ def build(
     with program:
         scratch = [Buffer(r, (n - 1) * c) for r in range(n)] if s.inplace else None
         channels = {(r, p): PortChannel(p, r) for r in range(n) for p in range(n) if p != r}
+
+        def piece(buffer, index: int):
+            return buffer[index * c : (index + 1) * c]
+
         for r in range(n):
             rank = Rank(r)
             source, output = rank.get_input_buffer(), rank.get_output_buffer()
-
-            def piece(buffer, index: int):
-                return buffer[index * c : (index + 1) * c]
-
             for k in range(1, n):
                 channels[(r, (r + k) % n)].signal(tb=0, data_sync=SyncType.none, relaxed=True)
             for k in range(1, n):

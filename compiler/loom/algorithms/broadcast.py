@@ -33,7 +33,7 @@ def build(
     name: str | None = None,
     **options: Any,
 ) -> CollectiveProgram:
-    s = setup(NAME, world_size, ranks_per_node, instances, inplace, name, options, {"root": 0})
+    s = setup(NAME, world_size, ranks_per_node, instances, inplace, name, options)
     n = s.world_size
     root = check_int_option(s, "root", 0, n - 1)
     program = CollectiveProgram(s.name, Broadcast(n, 1, s.inplace, root), n, **s.program_args())
