@@ -146,6 +146,18 @@ def full_mesh(setup_: Setup) -> dict[tuple[int, int], MemoryChannel | PortChanne
     return {(src, dst): peer_channel(setup_, dst, src) for src in range(n) for dst in range(n) if src != dst}
 
 
+def ring(setup_: Setup, port_within_node: bool = False) -> dict[tuple[int, int], MemoryChannel | PortChannel]:
+    """A channel from every rank to its next and previous rank, keyed (src, dst): memory within a node, port
+    across, or port everywhere with ``port_within_node`` (copy-engine copies). With 2 ranks next and prev are
+    one rank, so one channel serves both directions of the ring."""
+    n = setup_.world_size
+    channels: dict[tuple[int, int], MemoryChannel | PortChannel] = {}
+    for src in range(n):
+        for dst in sorted({(src + 1) % n, (src - 1) % n}):
+            channels[(src, dst)] = PortChannel(dst, src) if port_within_node else peer_channel(setup_, dst, src)
+    return channels
+
+
 def peers(rank: int, world_size: int) -> list[int]:
     """The other ranks, starting after ``rank`` and wrapping, so that ranks start on different peers."""
     return [(rank + step) % world_size for step in range(1, world_size)]

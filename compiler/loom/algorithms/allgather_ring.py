@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom.algorithms._common import Setup, peer_channel, setup
+from loom.algorithms._common import Setup, ring, setup
 from loom.language import AllGather, CollectiveProgram, PortChannel, Rank, SyncType
 
 NAME = "allgather_ring"
@@ -45,11 +45,7 @@ def record(s: Setup, port_within_node: bool = False) -> CollectiveProgram:
     program = CollectiveProgram(s.name, AllGather(n, 1, s.inplace), n, **s.program_args())
     s.annotate(program)
     with program:
-        # One channel per neighbour pair and direction; with 2 ranks, next and prev are one channel.
-        channels = {}
-        for r in range(n):
-            for p in sorted({(r + 1) % n, (r - 1) % n}):
-                channels[(r, p)] = PortChannel(p, r) if port_within_node else peer_channel(s, p, r)
+        channels = ring(s, port_within_node)
         for r in range(n):
             rank = Rank(r)
             output = rank.get_output_buffer()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom.algorithms._common import peer_channel, setup
+from loom.algorithms._common import ring, setup
 from loom.language import AllReduce, Buffer, CollectiveProgram, Rank, SyncType
 
 NAME = "allreduce_ring"
@@ -48,11 +48,7 @@ def build(
     with program:
         # One slot per reduce-scatter step, so no slot is written twice in a call.
         scratch = [Buffer(r, n - 1) for r in range(n)]
-        # One channel per neighbour pair and direction; with 2 ranks, next and prev are one channel.
-        channels = {}
-        for r in range(n):
-            for p in sorted({(r + 1) % n, (r - 1) % n}):
-                channels[(r, p)] = peer_channel(s, p, r)
+        channels = ring(s)
         inputs = [Rank(r).get_input_buffer() for r in range(n)]
         # In place, input and output are one buffer; name it "input" throughout.
         results = inputs if s.inplace else [Rank(r).get_output_buffer() for r in range(n)]
