@@ -33,7 +33,10 @@ from loom.algorithms.tuned_sizes import INSTANCE_DIVISORS, TABLE_FILE, Row
 # timing it at. More ranks try those counts and the same divided by INSTANCE_DIVISORS (the untuned
 # bundled plans' scaling, which on 4 H200s left the bandwidth plans far too few blocks), up to
 # MAX_BLOCKS_PER_RANK thread blocks. The library takes at most 128 instances; on 4 H200s the bandwidth
-# plans' best count was the largest tried, 64, so the grid goes on to 128.
+# plans' best count was the largest tried, 64, so the grid goes on to 128. The port-channel algorithms
+# (alltoall_port, allgather_ring_port: copy-engine copies the host proxy issues) are not in it: on 2 H100s
+# the ring all-gather over them took twice the SM ring's time at 1 GiB, and on 4 H100s the all-to-all ran
+# no faster than alltoall_read; they also need eager module loading (docs/perf/executor.md, eighth run).
 GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "allreduce_allpairs_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
     "allreduce_twoshot_packet": ((8, 16, 32), (512,), 0, 4 * MiB),
@@ -51,15 +54,11 @@ GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "allgather_read": ((8, 16, 32, 64, 96, 128), (512, 1024), 16 * MiB, GiB),
     "allgather_fanout": ((8, 16, 32, 64, 96, 128), (512, 1024), 16 * MiB, GiB),
     "allgather_ring": ((8, 16, 32, 64, 128), (512, 1024), 16 * MiB, GiB),
-    "allgather_ring_port": ((2, 4, 8, 16), (512, 1024), 16 * MiB, GiB),  # copy engines: see alltoall_port
     "reducescatter_fullmesh_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
     "reducescatter_read": ((8, 16, 32, 48, 64, 96, 128), (512, 1024), 64 * KiB, GiB),
     "reducescatter_fullmesh": ((16, 32, 64, 96, 128), (512, 1024), 64 * KiB, GiB),
     "alltoall_fullmesh": ((1, 4, 8, 16, 32, 64), (512, 1024), 0, GiB),
     "alltoall_read": ((8, 16, 32, 64), (512, 1024), 16 * MiB, GiB),
-    # Copy-engine copies, one peer per step: on 4 H100s one copy-engine stream moved 372 GB/s to one peer,
-    # SM stores at most 332 (bench/nvlink_ceiling.py). Instances are concurrent copy streams per peer.
-    "alltoall_port": ((1, 2, 4, 8), (512, 1024), 16 * MiB, GiB),
 }
 # A plan's blocks must all be resident at once (they wait for each other): the executor runs one per
 # multiprocessor and leaves one free (GpuBackend::maxResidentBlocks); an H100 or H200 has 132.

@@ -105,7 +105,10 @@ def compute_sanitizer() -> str:
 
 def _launch(world: int, program: list[str], timeout: int = 600, **extra_env: str) -> str:
     command = [sys.executable, "-m", "loom.launch", "-n", str(world), "--timeout", str(timeout - 60), *program]
-    environment = {**os.environ, "NCCL_NVLS_ENABLE": "0", "LOOM_DEVICE_TIMEOUT_MS": "60000", **extra_env}
+    # Eager module loading: plans with port channels between GPUs of one host (the library's port
+    # algorithms, the bundled 2x2 plans here) are refused without it (docs/executor.md).
+    environment = {**os.environ, "NCCL_NVLS_ENABLE": "0", "LOOM_DEVICE_TIMEOUT_MS": "60000"}
+    environment = {**environment, "CUDA_MODULE_LOADING": "EAGER", **extra_env}
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment, check=False)
     output = done.stdout + done.stderr
     assert done.returncode == 0 and "FAIL" not in output, failure_report(output)
@@ -180,6 +183,19 @@ def test_a_plan_with_more_blocks_than_the_gpu_holds_is_refused_not_hung(tmp_path
     output = _launch(2, [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(tmp_path), "--sizes", "4096"])
     assert "SKIPPED, its blocks do not fit" in output and "rank 0 on GPU" in output, output[-3000:]
     assert "would run 201 thread blocks of 1024 threads at once" in output, output[-3000:]
+
+
+@pytest.mark.gpu
+def test_port_channels_on_one_host_are_refused_with_lazy_module_loading(tmp_path):
+    _need_gpus_and_torch(2)
+    plan = compile_algorithm("alltoall_port", 2, verify=False, min_message_size=0)
+    (tmp_path / "alltoall_port_2r.json").write_text(plan)
+    check = [str(ROOT / "tests/executor/gpu/plan_check.py"), "--plans", str(tmp_path), "--sizes", "4096"]
+    with pytest.raises(AssertionError) as refused:
+        _launch(2, check, CUDA_MODULE_LOADING="LAZY")
+    message = str(refused.value)
+    assert "runs over cuda_ipc, where the proxy thread moves GPU memory with CUDA calls" in message
+    assert "needs CUDA_MODULE_LOADING=EAGER in the environment before CUDA starts (it is LAZY)" in message
 
 
 @pytest.mark.gpu
