@@ -35,8 +35,9 @@ from loom.algorithms.tuned_sizes import INSTANCE_DIVISORS, TABLE_FILE, Row
 # MAX_BLOCKS_PER_RANK thread blocks. The library takes at most 128 instances; on 4 H200s the bandwidth
 # plans' best count was the largest tried, 64, so the grid goes on to 128. The port-channel algorithms
 # (alltoall_port, allgather_ring_port: copy-engine copies the host proxy issues) are not in it: on 2 H100s
-# the ring all-gather over them took twice the SM ring's time at 1 GiB, and on 4 H100s the all-to-all ran
-# no faster than alltoall_read; they also need eager module loading (docs/perf/executor.md, eighth run).
+# the ring all-gather over them took twice the SM ring's time at 1 GiB; on 4 H100s the all-to-all's 1 GiB
+# time moved by 13 % between two machines, and both need eager module loading (docs/perf/executor.md,
+# the eighth run).
 GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "allreduce_allpairs_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
     "allreduce_twoshot_packet": ((8, 16, 32), (512,), 0, 4 * MiB),

@@ -97,6 +97,14 @@ def test_library_plan_on_cpu_backend(case):
     _run_and_check(plan, dtype_name, _sizes(plan, DTYPES[dtype_name]))
 
 
+@pytest.mark.parametrize("inplace", [False, True], ids=["out_of_place", "inplace"])
+def test_alltoall_port_with_every_peer_at_once_on_cpu_backend(inplace):
+    """alltoall_port's mesh form (all peers in one step; the library plans take one per step)."""
+    text = compile_algorithm("alltoall_port", 4, inplace=inplace, peers_per_step=3, verify=False, min_message_size=0)
+    plan = _native.Plan.parse(text)
+    _run_and_check(plan, "float32", _sizes(plan, np.float32))
+
+
 LARGEST_CPU_MESSAGE = 1 << 20
 BUNDLED = sorted((Path(__file__).resolve().parents[2] / "plans" / "default").glob("*.json"))
 

@@ -286,10 +286,10 @@ _ENTRIES = [
         "alltoall_port",
         "alltoall",
         "simple",
-        "the pieces go over port channels (on one host, copy-engine copies), one peer at a time: in step k"
-        " rank r sends to r + k and receives from r - k",
+        "the pieces go over port channels (on one host, copy-engine copies), peers_per_step peers at a time:"
+        " in the step of k rank r sends to r + k and receives from r - k",
         min_message_bytes=MiB + 1,
-        options={"copy_blocks": 8},
+        options={"copy_blocks": 8, "peers_per_step": 1},
     ),
     Algorithm(
         "broadcast",

@@ -1,12 +1,13 @@
-"""All-to-all over port channels, one peer at a time, simple protocol: for large messages on one node
-(1 MiB to 1 GiB per rank by default).
+"""All-to-all over port channels, simple protocol: for large messages (1 MiB to 1 GiB per rank by
+default).
 
 The input and output are cut into world_size pieces; rank q's output piece r receives rank r's input
 piece q. On one host a port channel's put is a copy-engine copy that the host proxy issues, so the
-pieces cross NVLink without the SMs. On 4 H100s one copy-engine stream per GPU to one peer moved 372
-GB/s, three streams to three peers at once 196 GB/s, and SM stores at most 332 (bench/nvlink_ceiling.py,
-docs/perf/executor.md), so the pieces go in world_size - 1 steps, each a permutation: in step k rank r
-puts its piece for ``r + k`` and waits for the piece of ``r - k``, which that rank put in the same step.
+pieces cross NVLink without the SMs (and the executor then needs CUDA_MODULE_LOADING=EAGER:
+docs/executor.md). The pieces go in steps of ``peers_per_step`` peers: in the step of k rank r puts
+its piece for ``r + k`` and waits for the piece of ``r - k``, which that rank put in the same step;
+one peer per step (the default) is a permutation at every moment, all world_size - 1 at once is a
+mesh. On 4 H100s, timed per GPU, the copy engines moved 370 GB/s either way (bench/nvlink_ceiling.py).
 After the last step every channel is flushed (the copies have read the input).
 
 Out of place the own piece is copied locally by ``copy_blocks`` thread blocks meanwhile (a piece is
@@ -19,8 +20,8 @@ copy_blocks copy. ``instances`` runs independent sequences on parts of every pie
 channels, so their copies run on separate copy-engine streams).
 
 Parameters: ``world_size`` 2 to 8 on one node; ``instances``, ``inplace``, ``name``; options
-``copy_blocks`` (1 to 32, default 8), ``min_message_size``, ``max_message_size``,
-``num_threads_per_block``.
+``copy_blocks`` (1 to 32, default 8), ``peers_per_step`` (1 to world_size - 1, default 1),
+``min_message_size``, ``max_message_size``, ``num_threads_per_block``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def build(
     s = setup(NAME, world_size, ranks_per_node, instances, inplace, name, options)
     n = s.world_size
     c = check_int_option(s, "copy_blocks", 1, 32)
+    per_step = check_int_option(s, "peers_per_step", 1, n - 1)
     program = CollectiveProgram(s.name, AllToAll(n, c, s.inplace), n, **s.program_args())
     s.annotate(program)
     with program:
@@ -65,15 +67,18 @@ def build(
                 for j in range(c):
                     at = r * c + j
                     rank.copy(output[at : at + 1], source[at : at + 1], tb=1 + j)
-            for k in range(1, n):
-                to, frm = (r + k) % n, (r - k) % n
-                if s.inplace:
-                    landing = piece(scratch[to], slot(to, r))
-                else:
-                    landing = piece(Rank(to).get_output_buffer(), r)
-                channels[(r, to)].put(landing, piece(source, to), tb=0)
-                channels[(r, to)].signal(tb=0, data_sync=SyncType.before)
-                channels[(r, frm)].wait(tb=0, data_sync=SyncType.after)
+            for first in range(1, n, per_step):
+                step = range(first, min(first + per_step, n))
+                for k in step:
+                    to = (r + k) % n
+                    if s.inplace:
+                        landing = piece(scratch[to], slot(to, r))
+                    else:
+                        landing = piece(Rank(to).get_output_buffer(), r)
+                    channels[(r, to)].put(landing, piece(source, to), tb=0)
+                    channels[(r, to)].signal(tb=0, data_sync=SyncType.before)
+                for k in step:
+                    channels[(r, (r - k) % n)].wait(tb=0, data_sync=SyncType.after)
             for k in range(1, n):
                 channels[(r, (r + k) % n)].flush(tb=0)
             if s.inplace:
