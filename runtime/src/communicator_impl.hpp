@@ -12,6 +12,7 @@
 #include "loom/communicator.hpp"
 #include "loom/device_diagnostics.hpp"
 #include "loom/error.hpp"
+#include "timeout_announcer.hpp"
 
 namespace loom {
 
@@ -24,12 +25,13 @@ struct Communicator::Impl {
   int localRank = 0;
   int localWorldSize = 0;
   int cudaDevice = -1;
-  std::string cudaBusId;               // of cudaDevice; empty for host memory only
-  std::vector<std::string> busIds;     // GPU bus id of each rank, empty where host-only
+  std::string cudaBusId;            // of cudaDevice; empty for host memory only
+  std::vector<std::string> busIds;  // GPU bus id of each rank, empty where host-only
   uint64_t jobKey = 0;
   std::unique_ptr<FdMailbox> fdMailbox;            // opened at the first cuMem descriptor sent or received
   std::shared_ptr<IbContext> ibContext;            // opened at the first InfiniBand registration or connection
   std::unique_ptr<DeviceDiagnostics> diagnostics;  // made at the first channel or semaphore
+  std::unique_ptr<TimeoutAnnouncer> announcer;     // with a GPU: says a kernel's timeout on stderr at once
   std::mutex mutex;
 
   int rank() const { return bootstrap->rank(); }
@@ -49,7 +51,11 @@ struct Communicator::Impl {
   }
   DeviceDiagnostics& deviceDiagnostics() {
     std::lock_guard lock(mutex);
-    if (!diagnostics) diagnostics = std::make_unique<DeviceDiagnostics>(rank(), std::nullopt, cudaDevice >= 0);
+    if (!diagnostics) {
+      diagnostics = std::make_unique<DeviceDiagnostics>(rank(), std::nullopt, cudaDevice >= 0);
+      // The CPU backend's waits raise their timeouts themselves; a trapped kernel tells nobody.
+      if (cudaDevice >= 0) announcer = std::make_unique<TimeoutAnnouncer>(*diagnostics, std::chrono::milliseconds(100));
+    }
     return *diagnostics;
   }
   // Sends a registration (and a cuMem allocation's descriptor, to a rank of this host) on a raw

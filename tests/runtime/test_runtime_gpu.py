@@ -64,4 +64,6 @@ def test_channels_on_gpus(ranks: int) -> None:
 def test_missing_signal_ends_in_the_timeout_diagnostic() -> None:
     output = _launch(2, _program("loom_runtime_timeout_test"), env={"LOOM_DEVICE_TIMEOUT_MS": "500"})
     assert "semaphore wait on channel 2 (peer 1) timed out after 500 ms" in output
+    # Said on stderr without being asked (TimeoutAnnouncer), as a trap surfacing in torch never asks.
+    assert "loom: warning: rank 0, thread block" in output and "the kernel stopped there" in output
     assert "rank 0: ok" in output and "rank 1: ok" in output
