@@ -6,6 +6,7 @@
 #include "environment.hpp"
 #include "loom/error.hpp"
 #include "loom/rank_list.hpp"
+#include "module_loading.hpp"
 
 namespace loom {
 
@@ -48,16 +49,9 @@ std::vector<int> checkGpuSharing(const Communicator& communicator) {
   // With lazy loading (CUDA's default since 12.2) the first use of a kernel loads its module, and a
   // load may wait for the kernels running on the GPU: a rank's first launch of a kernel (Loom's for a
   // new type, or any of the program's own) would wait for other ranks' blocks that wait for this rank.
-  const std::optional<std::string> loading = processEnvironment("CUDA_MODULE_LOADING");
-  if (!loading || *loading != "EAGER") {
-    throw Error(ErrorCategory::kInvalidArgument,
-                who +
-                    ": ranks sharing a GPU need CUDA_MODULE_LOADING=EAGER in the environment before CUDA starts "
-                    "(it is " +
-                    (loading ? *loading : std::string("unset, so LAZY")) +
-                    "): with lazy loading, the first launch of a kernel may wait for the kernels running on the "
-                    "GPU, and those wait for this rank's next call");
-  }
+  requireEagerModuleLoading(who + ": ranks sharing a GPU need",
+                            "with lazy loading, the first launch of a kernel may wait for the kernels running on the "
+                            "GPU, and those wait for this rank's next call");
   for (int rank : sharers) {
     if (!communicator.sameProcess(rank)) {
       throw Error(ErrorCategory::kInvalidArgument,

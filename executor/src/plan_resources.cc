@@ -4,16 +4,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <set>
 #include <span>
 #include <string>
 #include <string_view>
 
-#include "environment.hpp"
 #include "loom/error.hpp"
 #include "loom/ibverbs.hpp"
 #include "loom/rank_list.hpp"
+#include "module_loading.hpp"
 
 namespace loom {
 namespace {
@@ -37,23 +36,17 @@ Transport portTransport(Communicator& communicator, int peer, bool gpu) {
 }
 
 // Over CUDA IPC (GPUs of one host) and TCP, a port channel's proxy thread moves GPU memory with CUDA
-// calls (copy-engine copies; copies through pinned host memory) while the kernel waits for them. With
-// lazy module loading (CUDA's default since 12.2) the first launch of a kernel on another thread loads
-// its module, and a load may wait for the kernels running on the GPU while it keeps the proxy's next
-// CUDA call waiting: the kernel never ends. On 4 H100s a proxy's copies never finished that way
-// (docs/executor.md); eager loading loads every module when CUDA starts. InfiniBand needs no CUDA call.
+// calls (copy-engine copies; copies through pinned host memory) while the kernel waits for them, and a
+// lazy module load on another thread may keep those calls waiting for that kernel: it never ends. On 4
+// H100s a proxy's copies never finished that way (docs/executor.md). InfiniBand needs no CUDA call.
 void requireEagerLoading(const Plan& plan, int rank, const Channel& channel, Transport transport) {
-  const std::optional<std::string> loading = processEnvironment("CUDA_MODULE_LOADING");
-  if (loading && *loading == "EAGER") return;
-  throw Error(ErrorCategory::kInvalidArgument,
-              "plan '" + plan.name + "', rank " + std::to_string(rank) + ", channel " + std::to_string(channel.id) +
-                  ": the port channel to rank " + std::to_string(channel.peer) + " runs over " +
-                  transportName(transport) +
-                  ", where the proxy thread moves GPU memory with CUDA calls while the kernel waits, and needs "
-                  "CUDA_MODULE_LOADING=EAGER in the environment before CUDA starts (it is " +
-                  (loading ? *loading : std::string("unset, so LAZY")) +
-                  "): with lazy loading, a kernel's first launch may wait for the running kernels while "
-                  "they wait for the proxy");
+  requireEagerModuleLoading("plan '" + plan.name + "', rank " + std::to_string(rank) + ", channel " +
+                                std::to_string(channel.id) + ": the port channel to rank " +
+                                std::to_string(channel.peer) + " runs over " + transportName(transport) +
+                                ", where the proxy thread moves GPU memory with CUDA calls while the kernel "
+                                "waits, and needs",
+                            "with lazy loading, a kernel's first launch may wait for the running kernels while "
+                            "they wait for the proxy");
 }
 
 void countBarriers(const std::vector<Op>& ops, std::set<uint32_t>& ids) {
@@ -109,10 +102,13 @@ void PlanResources::connectChannels(const std::function<ProxyService&()>& proxy,
   std::map<std::pair<int, ChannelType>, uint64_t> ordinals;  // channels of a type to a peer so far
   std::vector<uint64_t> tags;
   std::set<int> peers;
-  for (const Channel& channel : channels) {  // refused before any setup message: no peer is left waiting
-    if (!gpu || channel.type != ChannelType::kPort) continue;
-    const Transport transport = portTransport(communicator_, int(channel.peer), gpu);
-    if (transport != Transport::kIb) requireEagerLoading(plan_, communicator_.rank(), channel, transport);
+  std::vector<Transport> portTransports(channels.size(), Transport::kTcp);  // by channel index
+  for (size_t i = 0; i < channels.size(); ++i) {  // refused before any setup message: no peer is left waiting
+    if (channels[i].type != ChannelType::kPort) continue;
+    portTransports[i] = portTransport(communicator_, int(channels[i].peer), gpu);
+    if (gpu && portTransports[i] != Transport::kIb) {
+      requireEagerLoading(plan_, communicator_.rank(), channels[i], portTransports[i]);
+    }
   }
   for (const Channel& channel : channels) {
     if (channel.type == ChannelType::kSwitch) {
@@ -140,7 +136,7 @@ void PlanResources::connectChannels(const std::function<ProxyService&()>& proxy,
       resources.transport = gpu ? Transport::kCudaIpc : Transport::kTcp;
       resources.memory = std::make_shared<MemorySemaphore>(communicator_, resources.peer, tags[index]);
     } else {
-      resources.transport = portTransport(communicator_, resources.peer, gpu);
+      resources.transport = portTransports[index];
       transports_ = transports_ | resources.transport;
       resources.host = std::make_shared<HostSemaphore>(
           communicator_, communicator_.connect(resources.peer, resources.transport, tags[index]), tags[index]);
