@@ -358,7 +358,7 @@ std::string why(const CallInfo& call, const Decision& decision) {
     case Reason::kCustomOp:
       return ncclOpName(call.op) + " (from ncclRedOpCreatePreMulSum) is known to NCCL only";
     case Reason::kLoomOff:
-      return "Loom's side is off on this communicator (one made by a split or shrink)";
+      return "Loom's side is off on this communicator";
     case Reason::kForced:
       return "LOOM_NCCL_FORCE_NCCL is set";
     case Reason::kNoLoomCollective:

@@ -50,7 +50,7 @@ struct CallInfo {
 
 // What the communicator can do, beside the settings.
 struct Capabilities {
-  bool loom = true;         // Loom's side is up (false: forced to NCCL, or a communicator from a split)
+  bool loom = true;         // Loom's side is up (false: forced to NCCL)
   bool realNccl = true;     // the real NCCL's communicator is up
   uint64_t spareBytes = 0;  // the send/recv spare buffer (none can be made during CUDA graph capture)
 };

@@ -42,7 +42,6 @@ ncclResult_t runHeld(const std::vector<Held>& calls) {
     for (const Held& held : calls) {
       if (held.comm != comm) continue;
       const ncclResult_t result = guarded("ncclGroupEnd", comm, [&] {
-        if (comms.size() > 1 && !comm->settings.cpuBackend) cudaSetDevice(comm->cudaDevice);
         runOnLoom(*comm, held.call, held.decision);
         return ncclSuccess;
       });
@@ -93,7 +92,13 @@ ncclResult_t groupEnd() {
   if (!inits.empty()) connectBegin(inits, real != nullptr);
   ncclResult_t realResult = ncclSuccess;
   if (real != nullptr) realResult = real->ncclGroupEnd();
-  if (!inits.empty()) connectFinish(inits);
+  if (!inits.empty()) {
+    connectFinish(inits);
+    // A rank of a split that joined no communicator (NCCL_SPLIT_NOCOLOR) was handed null: its object goes.
+    for (ncclComm* comm : inits) {
+      if (!comm->bootstrap) delete comm;
+    }
+  }
   if (realResult != ncclSuccess && realResult != ncclInProgress) {
     throw Failure(realResult, std::string("the real NCCL's ncclGroupEnd failed: ") +
                                   real->ncclGetErrorString(realResult) + ": " + real->ncclGetLastError(nullptr));

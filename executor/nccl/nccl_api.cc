@@ -114,28 +114,20 @@ ncclResult_t initRank(const char* function, ncclComm_t* out, int nranks, const n
   });
 }
 
-ncclConfig_t blockingConfig(const ncclConfig_t* config) {
-  ncclConfig_t copy = NCCL_CONFIG_INITIALIZER;
-  if (config != nullptr) std::memcpy(&copy, config, std::min(sizeof(copy), config->size));
-  copy.blocking = 1;
-  return copy;
-}
-
-// A communicator the real NCCL made (a split, a shrink): every call on it is forwarded.
-ncclComm_t wrapReal(const ncclComm& parent, ncclComm_t realComm, const char* how) {
-  auto comm = std::make_unique<ncclComm>();
-  comm->settings = parent.settings;
-  comm->real = parent.real;
-  comm->realComm = realComm;
-  comm->loomMissing = std::string("made by ") + how;
-  comm->cudaDevice = parent.cudaDevice;
-  parent.real->ncclCommUserRank(realComm, &comm->rank);
-  parent.real->ncclCommCount(realComm, &comm->worldSize);
-  comm->ready = true;
-  loom::nccl::logLine(loom::nccl::LogLevel::kInfo, comm->cudaDevice,
-                      std::string(how) + ": rank " + std::to_string(comm->rank) + "/" +
-                          std::to_string(comm->worldSize) + ": the real NCCL's communicator; every call forwarded");
-  return comm.release();
+// ncclCommSplit and ncclCommShrink: a communicator of the members, with Loom's side over a bootstrap of
+// their own and the real NCCL's split alike. Inside a group (several ranks driven by this thread) it
+// connects at ncclGroupEnd, as a grouped init does.
+ncclResult_t makeChild(ncclComm& parent, const ncclCommSplitSpec& spec, const ncclConfig_t* config) {
+  std::unique_ptr<ncclComm> child = loom::nccl::newSplitComm(parent, spec, config);
+  if (loom::nccl::inGroup()) {
+    *spec.out = child.release();
+    loom::nccl::holdInit(*spec.out);
+    return ncclSuccess;
+  }
+  loom::nccl::connectBegin({child.get()}, false);
+  loom::nccl::connectFinish({child.get()});
+  if (child->bootstrap) *spec.out = child.release();
+  return ncclSuccess;
 }
 
 }  // namespace
@@ -226,13 +218,11 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     ncclComm& self = need(comm);
     if (newcomm == nullptr) throw Failure(ncclInvalidArgument, "newcomm: null");
     *newcomm = nullptr;
-    // Delegated: the real NCCL splits its communicator, and the new one forwards every call.
-    ncclComm_t realParent = realCommFor(self, "ncclCommSplit (Loom does not split communicators)");
-    ncclConfig_t copy = blockingConfig(config);
-    ncclComm_t realNew = nullptr;
-    loom::nccl::checkReal(self, self.real->ncclCommSplit(realParent, color, key, &realNew, &copy), "ncclCommSplit");
-    if (realNew != nullptr) *newcomm = wrapReal(self, realNew, "ncclCommSplit");
-    return ncclSuccess;
+    ncclCommSplitSpec spec;
+    spec.color = color;
+    spec.key = key;
+    spec.out = newcomm;
+    return makeChild(self, spec, config);
   });
 }
 
@@ -243,15 +233,15 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     ncclComm& self = need(comm);
     if (newcomm == nullptr) throw Failure(ncclInvalidArgument, "newcomm: null");
     *newcomm = nullptr;
-    ncclComm_t realParent = realCommFor(self, "ncclCommShrink (Loom does not shrink communicators)");
-    ncclConfig_t copy = blockingConfig(config);
-    ncclComm_t realNew = nullptr;
-    loom::nccl::checkReal(self,
-                          needFunction(self, self.real->ncclCommShrink, "ncclCommShrink")(
-                              realParent, excludeRanksList, excludeRanksCount, &realNew, &copy, shrinkFlags),
-                          "ncclCommShrink");
-    if (realNew != nullptr) *newcomm = wrapReal(self, realNew, "ncclCommShrink");
-    return ncclSuccess;
+    if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
+      throw Failure(ncclInvalidArgument, "excludeRanksList: null, or excludeRanksCount " +
+                                             std::to_string(excludeRanksCount) + " below 0");
+    }
+    ncclCommSplitSpec spec;
+    spec.excluded = std::vector<int>(excludeRanksList, excludeRanksList + excludeRanksCount);
+    spec.shrinkFlags = shrinkFlags;
+    spec.out = newcomm;
+    return makeChild(self, spec, config);
   });
 }
 #endif

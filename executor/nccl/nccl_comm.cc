@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +17,7 @@
 #include "loom/gpu_buffer.hpp"
 #include "loom/plan_registry.hpp"
 #include "loom/rank_list.hpp"
+#include "loom/bootstrap_split.hpp"
 #include "loom/transport.hpp"
 #include "result.hpp"
 #include "unique_id_format.hpp"
@@ -50,12 +53,43 @@ void forEach(const std::vector<ncclComm*>& comms, const std::function<void(ncclC
   }
 }
 
+// A split's members meet over the parent's bootstrap and get one of their own (none for a rank that
+// joins no communicator: NCCL_SPLIT_NOCOLOR).
+void joinSubgroup(ncclComm& comm) {
+  const ncclCommSplitSpec& spec = *comm.split;
+  Bootstrap& parent = *spec.parent->bootstrap;
+  SubgroupBootstrap subgroup;
+  if (spec.excluded) {
+    std::vector<int> members;
+    for (int rank = 0; rank < parent.worldSize(); ++rank) {
+      if (std::find(spec.excluded->begin(), spec.excluded->end(), rank) == spec.excluded->end()) members.push_back(rank);
+    }
+    subgroup = subgroupBootstrap(parent, members);
+  } else {
+    subgroup = splitBootstrap(parent, spec.color, spec.key);
+  }
+  if (!subgroup.bootstrap) return;
+  comm.bootstrap = subgroup.bootstrap;
+  comm.rank = comm.bootstrap->rank();
+  comm.worldSize = comm.bootstrap->worldSize();
+  comm.parentRanks = std::move(subgroup.parentRanks);
+}
+
 // Loom's side, and the real NCCL's id from rank 0: every rank must have the real library, or
-// nobody forwards (a forwarded call would wait for ranks that cannot take part).
+// nobody forwards (a forwarded call would wait for ranks that cannot take part). A split's real side
+// is the parent's real communicator split alike (connectRealSide).
 void connectLoomSide(ncclComm& comm) {
   if (!comm.settings.cpuBackend)
     checkCuda(cudaSetDevice(comm.cudaDevice), "cudaSetDevice(" + std::to_string(comm.cudaDevice) + ")");
-  comm.bootstrap = std::make_shared<Bootstrap>(comm.rank, comm.worldSize, *comm.id);
+  if (comm.split) {
+    const ncclComm& parent = *comm.split->parent;
+    comm.real = parent.real;
+    if (parent.realComm == nullptr) comm.realMissing = parent.realMissing;
+    joinSubgroup(comm);
+    if (!comm.bootstrap) return;
+  } else {
+    comm.bootstrap = std::make_shared<Bootstrap>(comm.rank, comm.worldSize, *comm.id);
+  }
   if (comm.settings.forceNccl) {
     comm.loomMissing = "LOOM_NCCL_FORCE_NCCL is set";
   } else {
@@ -65,6 +99,7 @@ void connectLoomSide(ncclComm& comm) {
     comm.executor = std::make_unique<Executor>(comm.communicator);
     comm.ranksPerNode = uint32_t(comm.communicator->localWorldSize());
   }
+  if (comm.split) return;
 
   std::string whyNot;
   comm.real = realNccl(&whyNot);
@@ -112,8 +147,39 @@ void connectLoomSide(ncclComm& comm) {
   comm.realId = realId;
 }
 
+// The real NCCL's own split or shrink of the parent's real communicator; every rank of the parent
+// calls it, those that join no communicator included.
+void splitRealSide(ncclComm& comm, ncclConfig_t& config) {
+  const ncclCommSplitSpec& spec = *comm.split;
+  ncclComm& parent = *spec.parent;
+  if (parent.realComm == nullptr) return;
+  ncclResult_t result = ncclSuccess;
+  if (spec.excluded) {
+#ifdef LOOM_NCCL_HAS_NCCLCOMMSHRINK
+    if (comm.real->ncclCommShrink == nullptr) {
+      comm.realMissing = "the real NCCL (" + comm.real->path + ") has no ncclCommShrink";
+      comm.realTried = true;
+      return;
+    }
+    std::vector<int> excluded = *spec.excluded;
+    result = comm.real->ncclCommShrink(parent.realComm, excluded.data(), int(excluded.size()), &comm.realComm,
+                                       &config, spec.shrinkFlags);
+#endif
+  } else {
+    result = comm.real->ncclCommSplit(parent.realComm, spec.color, spec.key, &comm.realComm, &config);
+  }
+  comm.realTried = true;
+  if (result != ncclSuccess && result != ncclInProgress) {
+    comm.realMissing = std::string("the real NCCL's ") + spec.function() +
+                       " failed: " + comm.real->ncclGetErrorString(result) + ": " +
+                       comm.real->ncclGetLastError(parent.realComm);
+    comm.realComm = nullptr;
+  }
+}
+
 void connectRealSide(ncclComm& comm) {
-  if (!comm.realId) return;
+  const bool fromParent = comm.split && comm.split->parent->realComm != nullptr;
+  if (!comm.realId && !fromParent) return;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   if (comm.config) config = *comm.config;
   // Loom's side is ready when init returns; the real side must be too (no ncclInProgress to poll).
@@ -123,19 +189,24 @@ void connectRealSide(ncclComm& comm) {
     cudaGetDevice(&previous);
     cudaSetDevice(comm.cudaDevice);
   }
-  const ncclResult_t result =
-      comm.real->ncclCommInitRankConfig(&comm.realComm, comm.worldSize, *comm.realId, comm.rank, &config);
-  if (previous >= 0) cudaSetDevice(previous);
-  if (result != ncclSuccess && result != ncclInProgress) {
-    comm.realMissing = std::string("the real NCCL's ncclCommInitRankConfig failed: ") +
-                       comm.real->ncclGetErrorString(result) + ": " + comm.real->ncclGetLastError(nullptr);
-    comm.realComm = nullptr;
+  if (fromParent) {
+    splitRealSide(comm, config);
+  } else {
+    const ncclResult_t result =
+        comm.real->ncclCommInitRankConfig(&comm.realComm, comm.worldSize, *comm.realId, comm.rank, &config);
+    comm.realTried = true;
+    if (result != ncclSuccess && result != ncclInProgress) {
+      comm.realMissing = std::string("the real NCCL's ncclCommInitRankConfig failed: ") +
+                         comm.real->ncclGetErrorString(result) + ": " + comm.real->ncclGetLastError(nullptr);
+      comm.realComm = nullptr;
+    }
   }
+  if (previous >= 0) cudaSetDevice(previous);
 }
 
 // Every rank forwards, or none does.
 void agreeOnRealSide(ncclComm& comm) {
-  if (!comm.realId) return;
+  if (!comm.realTried || !comm.bootstrap) return;
   ncclResult_t state = ncclSuccess;
   if (comm.realComm != nullptr && comm.real->ncclCommGetAsyncError(comm.realComm, &state) == ncclSuccess &&
       state != ncclSuccess) {
@@ -171,7 +242,8 @@ void reportReady(const ncclComm& comm) {
   const std::string real =
       comm.realComm ? "forwarding to " + comm.real->path + " (NCCL " + std::to_string(comm.real->version) + ")"
                     : "no forwarding (" + comm.realMissing + ")";
-  logLine(LogLevel::kInfo, comm.cudaDevice, "ncclCommInitRank " + who + ": " + loom + ", " + real);
+  logLine(LogLevel::kInfo, comm.cudaDevice,
+          comm.origin + " " + who + " (comm " + std::to_string(comm.serial) + "): " + loom + ", " + real);
   if (comm.realComm == nullptr && comm.settings.library != "none") {
     logLine(LogLevel::kWarn, comm.cudaDevice,
             who + ": calls Loom cannot run will fail: the real NCCL is not available: " + comm.realMissing);
@@ -279,6 +351,35 @@ void note(ncclComm& comm, const CallInfo& info, const Decision& decision) {
   logLine(first ? LogLevel::kInfo : LogLevel::kTrace, comm.cudaDevice, text);
 }
 
+// Makes the communicator's GPU current while a call is set up and launched, whatever device the thread
+// had (a process that drives several GPUs calls with any of them current, as NCCL allows), and puts
+// the thread's device back after.
+class DeviceScope {
+ public:
+  explicit DeviceScope(const ncclComm& comm) {
+    if (comm.settings.cpuBackend || comm.cudaDevice < 0) return;
+    checkCuda(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ == comm.cudaDevice) {
+      previous_ = -1;
+      return;
+    }
+    checkCuda(cudaSetDevice(comm.cudaDevice), "cudaSetDevice(" + std::to_string(comm.cudaDevice) + ")");
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+uint32_t nextSerial() {
+  static std::atomic<uint32_t> serial{0};
+  return ++serial;
+}
+
 void* spareOf(ncclComm& comm, uint64_t bytes) {
   if (comm.spareBytes < bytes) {
     std::shared_ptr<void> spare;
@@ -305,6 +406,7 @@ std::unique_ptr<ncclComm> newComm(int worldSize, int rank, const ncclUniqueId& i
                   "rank: " + std::to_string(rank) + " is not in 0.." + std::to_string(worldSize - 1));
   }
   auto comm = std::make_unique<ncclComm>();
+  comm->serial = nextSerial();
   comm->settings = settingsFromEnvironment();
   configureLog(comm->settings);
   comm->id = decodeUniqueId(id);
@@ -319,12 +421,47 @@ std::unique_ptr<ncclComm> newComm(int worldSize, int rank, const ncclUniqueId& i
   return comm;
 }
 
+std::unique_ptr<ncclComm> newSplitComm(ncclComm& parent, const ncclCommSplitSpec& spec, const ncclConfig_t* config) {
+  if (!parent.ready) {
+    throw Failure(ncclInvalidUsage, std::string("comm: still being created in the open group; call ncclGroupEnd before ") +
+                                        spec.function());
+  }
+  if (!spec.excluded && spec.color < 0 && spec.color != NCCL_SPLIT_NOCOLOR) {
+    throw Failure(ncclInvalidArgument, "color: " + std::to_string(spec.color) +
+                                           " (a color is at least 0, or NCCL_SPLIT_NOCOLOR to join no communicator)");
+  }
+  if (spec.excluded) {
+    for (int rank : *spec.excluded) {
+      if (rank < 0 || rank >= parent.worldSize) {
+        throw Failure(ncclInvalidArgument, "excludeRanksList: " + std::to_string(rank) + " is not a rank of this " +
+                                               std::to_string(parent.worldSize) + "-rank communicator");
+      }
+      if (rank == parent.rank) {
+        throw Failure(ncclInvalidArgument, "excludeRanksList: holds this rank (" + std::to_string(rank) +
+                                               "); a rank left out does not call ncclCommShrink");
+      }
+    }
+  }
+  auto comm = std::make_unique<ncclComm>();
+  comm->serial = nextSerial();
+  comm->settings = parent.settings;
+  comm->cudaDevice = parent.cudaDevice;
+  comm->split = spec;
+  comm->split->parent = &parent;
+  if (config != nullptr) {
+    ncclConfig_t copy = NCCL_CONFIG_INITIALIZER;
+    std::memcpy(&copy, config, std::min(sizeof(copy), config->size));
+    comm->config = copy;
+  }
+  return comm;
+}
+
 void connectBegin(const std::vector<ncclComm*>& comms, bool realGroupOpen) {
   forEach(comms, connectLoomSide);
   // Several ranks of this thread: the real NCCL connects them together inside one group.
   const RealNccl* real = nullptr;
   for (ncclComm* comm : comms) {
-    if (comm->realId) real = comm->real;
+    if (comm->realId || (comm->split && comm->split->parent->realComm != nullptr)) real = comm->real;
   }
   const bool group = real != nullptr && comms.size() > 1 && !realGroupOpen;
   if (group) checkReal(*comms[0], real->ncclGroupStart(), "ncclGroupStart");
@@ -335,6 +472,16 @@ void connectBegin(const std::vector<ncclComm*>& comms, bool realGroupOpen) {
 void connectFinish(const std::vector<ncclComm*>& comms) {
   forEach(comms, agreeOnRealSide);
   for (ncclComm* comm : comms) {
+    if (comm->split) {
+      // The parent may go before the child: nothing of it is kept.
+      if (!comm->bootstrap && comm->split->out != nullptr) *comm->split->out = nullptr;
+      const ncclCommSplitSpec& spec = *comm->split;
+      comm->origin = std::string(spec.function()) + " of comm " + std::to_string(spec.parent->serial) +
+                     (spec.excluded ? " (" + rankList(*spec.excluded) + " left out)"
+                                    : " (color " + std::to_string(spec.color) + ", key " + std::to_string(spec.key) + ")");
+      comm->split.reset();
+    }
+    if (!comm->bootstrap) continue;  // joined no communicator (NCCL_SPLIT_NOCOLOR)
     reportReady(*comm);
     comm->ready = true;
   }
@@ -394,6 +541,7 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
 }
 
 void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision) {
+  const DeviceScope onCommDevice(comm);
   const CallInfo& info = call.info;
   const Plan& plan = *decision.plan;
   void* stream = call.stream;

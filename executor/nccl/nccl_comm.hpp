@@ -22,19 +22,36 @@
 #include "real_nccl.hpp"
 #include "settings.hpp"
 
+// A communicator being made from another by ncclCommSplit or ncclCommShrink, until it is connected.
+struct ncclCommSplitSpec {
+  ncclComm* parent = nullptr;
+  int color = 0;  // ncclCommSplit; NCCL_SPLIT_NOCOLOR: this rank joins no communicator
+  int key = 0;
+  std::optional<std::vector<int>> excluded;  // ncclCommShrink: the parent's ranks left out
+  int shrinkFlags = 0;
+  ncclComm** out = nullptr;  // the caller's handle, set to null when this rank joins none
+  const char* function() const { return excluded ? "ncclCommShrink" : "ncclCommSplit"; }
+};
+
 struct ncclComm {
   // First, so that a communicator of the real NCCL (whose own calls of its API reach this library when
   // the program linked it before LD_PRELOAD put this one in front) is told apart: see foreignComm.
   static constexpr uint64_t kMagic = 0x4d4d4f434d4f4f4cull;  // "LOOMCOMM"
   uint64_t magic = kMagic;
   ~ncclComm() { magic = 0; }
+  // Which communicator of the process this is (1, 2, ... in creation order) and how it was made, for
+  // the log and the coverage report: "ncclCommInitRank", "ncclCommSplit of comm 1 (color 0, key 2)".
+  uint32_t serial = 0;
+  std::string origin = "ncclCommInitRank";
   int rank = 0;
   int worldSize = 0;
   int cudaDevice = -1;  // -1 on the CPU backend
   uint32_t ranksPerNode = 1;
   loom::nccl::Settings settings;
 
-  std::optional<loom::UniqueId> id;
+  std::optional<loom::UniqueId> id;         // made by ncclCommInitRank and its kin
+  std::optional<ncclCommSplitSpec> split;  // made by ncclCommSplit/ncclCommShrink, until connected
+  std::vector<int> parentRanks;            // a split's members: their ranks in the parent
   std::optional<ncclConfig_t> config;  // as the caller gave it
   std::shared_ptr<loom::Bootstrap> bootstrap;
   std::shared_ptr<loom::Communicator> communicator;  // null when Loom's side is off
@@ -46,6 +63,7 @@ struct ncclComm {
   ncclComm_t realComm = nullptr;
   std::optional<ncclUniqueId> realId;  // rank 0's id for it, shared over the bootstrap
   std::string realMissing;             // why there is no realComm
+  bool realTried = false;              // this rank asked the real NCCL for realComm (every rank does, or none)
 
   bool ready = false;  // a grouped init is ready at ncclGroupEnd
   std::atomic<ncclResult_t> asyncError{ncclSuccess};
@@ -73,6 +91,9 @@ struct PendingCall {
 
 // A communicator with its arguments checked, not connected yet.
 std::unique_ptr<ncclComm> newComm(int worldSize, int rank, const ncclUniqueId& id, const ncclConfig_t* config);
+// A communicator to be made from `parent` (split or shrink), not connected yet; connectBegin/Finish
+// connect it like one from an id, over a bootstrap of its members only.
+std::unique_ptr<ncclComm> newSplitComm(ncclComm& parent, const ncclCommSplitSpec& spec, const ncclConfig_t* config);
 // Connects the communicators (several: ranks of this thread, grouped), Loom's side and the real
 // NCCL's: Begin creates both (the real one inside an open real group when `realGroupOpen`, which
 // the caller closes before Finish), Finish makes the ranks agree on forwarding and marks them ready.

@@ -85,6 +85,35 @@ uint64_t allocationId(const void* pointer) {
   return id;
 }
 
+void allowAccessFromCurrentDevice(const void* pointer, int ownerDevice) {
+  const int device = currentDevice();
+  if (device < 0 || device == ownerDevice) return;
+  const std::string between = "GPU " + std::to_string(device) + " and GPU " + std::to_string(ownerDevice);
+  int canAccess = 0;
+  checkCuda(cudaDeviceCanAccessPeer(&canAccess, device, ownerDevice), "cudaDeviceCanAccessPeer");
+  if (!canAccess) {
+    throw Error(ErrorCategory::kCuda, "ranks of one process on " + between +
+                                          ": the GPUs have no peer access to each other's memory, which Loom's "
+                                          "memory channels need");
+  }
+  const PointerInfo info = pointerInfo(pointer);
+  if (info.fromCuMem) {
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    checkDriver(cudaDriver().memSetAccess(info.allocationBase, info.allocationBytes, &access, 1),
+                "cuMemSetAccess for " + between);
+    return;
+  }
+  const cudaError_t status = cudaDeviceEnablePeerAccess(ownerDevice, 0);
+  if (status == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();  // enabled before, by Loom or by the application: what is needed
+    return;
+  }
+  checkCuda(status, "cudaDeviceEnablePeerAccess between " + between);
+}
+
 namespace {
 
 // The process's copy stream on the current device, one per device, shared by every thread. Non-blocking:

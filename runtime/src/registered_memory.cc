@@ -80,8 +80,10 @@ std::shared_ptr<RegisteredMemory::Impl> parseRegisteredMemory(std::span<const ui
 
 RegisteredMemory mapRegisteredMemory(std::shared_ptr<RegisteredMemory::Impl> m, int fd) {
   if (m->isLocal()) {
-    // Another rank of this very process (ranks as threads): the address is valid as it is.
+    // Another rank of this very process (ranks as threads, or GPUs driven by one process): the address is
+    // valid as it is, once this rank's GPU may reach the other GPU's memory.
     m->localPointer = reinterpret_cast<void*>(m->address);
+    if (m->location == MemoryLocation::kDevice) gpu::allowAccessFromCurrentDevice(m->localPointer, m->deviceId);
   } else if (m->hostHash == hostHash() && m->location == MemoryLocation::kDevice &&
              m->transports.has(Transport::kCudaIpc)) {
     void* base = nullptr;

@@ -11,7 +11,7 @@
 
 namespace loom {
 
-enum class SetupPurpose : uint8_t { kHostIdentity = 1, kMemory = 2, kConnection = 3, kSemaphore = 4, kFdPassing = 5 };
+enum class SetupPurpose : uint8_t { kHostIdentity = 1, kMemory = 2, kConnection = 3, kSemaphore = 4, kFdPassing = 5, kSplit = 6 };
 
 constexpr uint64_t kMaxSetupTag = (uint64_t{1} << 56) - 1;
 

@@ -111,6 +111,15 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   return ncclSuccess;
 }
 
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t*, int shrinkFlags) {
+  std::string excluded;
+  for (int i = 0; i < excludeRanksCount; ++i) excluded += (i ? "," : "") + std::to_string(excludeRanksList[i]);
+  record("ncclCommShrink" + common(comm) + " excluded=" + excluded + " flags=" + std::to_string(shrinkFlags));
+  *newcomm = new ncclComm{0, 1, comm->id + "-shrink"};
+  return ncclSuccess;
+}
+
 const char* ncclGetErrorString(ncclResult_t) { return "fake error string"; }
 const char* ncclGetLastError(ncclComm_t) { return "fake last error"; }
 

@@ -7,12 +7,15 @@
 //   nccl_driver rank HEX R N STEPS      rank R of N, with rank 0's id
 //   nccl_driver id                      prints the unique id's hex and exits (it never gets a rank 0)
 // STEPS: ';'-separated, each "name:arg:arg..." (see runStep), "rN@name:..." for rank N only
-// (threads, root, rank). Every step prints one line:
+// (threads, root, rank). "enter:COLORS[:KEYS]" splits (one color and key per rank, comma-separated, "n"
+// for NCCL_SPLIT_NOCOLOR) and "shrink:RANKS" leaves ranks out; the steps after them run on the child
+// (ranks in no child skip them) until "leave" destroys it. Every step prints one line:
 //   "rank R STEP -> ncclResultName" (+ " | last error") and, for steps with "check", "check ok" or
 //   "check FAILED ...". The exit status is 0 when every line printed.
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -121,9 +124,31 @@ struct Buffer {
 
 struct Rank {
   ncclComm_t comm = nullptr;
-  int rank = 0;
+  int rank = 0;  // in `comm`
   int size = 1;
+  int worldRank = 0;   // in the first communicator: what reports name
+  bool active = true;  // false while this rank is in no communicator of a split (until "leave")
+  struct Level {
+    ncclComm_t comm;
+    int rank, size;
+  };
+  std::vector<Level> parents;  // the communicators "enter" and "shrink" left, innermost last
+
+  // After a split or shrink has connected (at ncclGroupEnd inside a group): the child's rank and size.
+  void settle() {
+    active = comm != nullptr;
+    if (!active) return;
+    ncclCommUserRank(comm, &rank);
+    ncclCommCount(comm, &size);
+  }
 };
+
+// "0,1,n,1": one value per rank, "n" for NCCL_SPLIT_NOCOLOR.
+int pick(const std::string& list, int rank) {
+  const std::vector<std::string> values = split(list, ',');
+  const std::string& value = values.at(size_t(rank));
+  return value == "n" ? NCCL_SPLIT_NOCOLOR : std::stoi(value);
+}
 
 // Expectations are noted when a step is issued and compared when it is reported: inside a group
 // the data arrives at ncclGroupEnd.
@@ -271,6 +296,37 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     }
     return result;
   }
+  if (name == "enter") {
+    // enter:COLORS[:KEYS]: split by the color (and key, default the rank) listed for this rank; the
+    // steps that follow run on the child until "leave".
+    const int color = pick(args.at(1), r);
+    const int key = args.size() > 2 && args[2] != "check" ? pick(args[2], r) : r;
+    me.parents.push_back({me.comm, r, n});
+    return ncclCommSplit(me.parents.back().comm, color, key, &me.comm, nullptr);
+  }
+#ifdef LOOM_NCCL_HAS_NCCLCOMMSHRINK
+  if (name == "shrink") {
+    // shrink:R,R...: the listed ranks are left out (and call nothing); the rest run on the child.
+    std::vector<int> excluded;
+    for (const std::string& value : split(args.at(1), ',')) excluded.push_back(std::stoi(value));
+    me.parents.push_back({me.comm, r, n});
+    if (std::find(excluded.begin(), excluded.end(), r) != excluded.end()) {
+      me.comm = nullptr;
+      return ncclSuccess;
+    }
+    return ncclCommShrink(me.parents.back().comm, excluded.data(), int(excluded.size()), &me.comm, nullptr, 0);
+  }
+#endif
+  if (name == "leave") {
+    ncclResult_t result = ncclSuccess;
+    if (me.comm != nullptr) result = ncclCommDestroy(me.comm);
+    me.comm = me.parents.back().comm;
+    me.rank = me.parents.back().rank;
+    me.size = me.parents.back().size;
+    me.parents.pop_back();
+    me.active = true;
+    return result;
+  }
   if (name == "premulsum") {
     ncclRedOp_t op;
     float scalar = 0.5f;
@@ -305,13 +361,23 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
 }
 
 void report(const Rank& me, const std::string& step, ncclResult_t result, const Check& check) {
-  std::string line = "rank " + std::to_string(me.rank) + " " + step + " -> " + resultName(result);
+  std::string line = "rank " + std::to_string(me.worldRank) + " " + step + " -> " + resultName(result);
   if (result != ncclSuccess) line += std::string(" | ") + ncclGetLastError(me.comm);
   if (check.wanted && result == ncclSuccess) {
     const std::string failure = check.failure();
     line += failure.empty() ? " check ok" : " check FAILED " + failure;
   }
   say(line);
+}
+
+bool entersChild(const std::string& step) { return step.rfind("enter:", 0) == 0 || step.rfind("shrink:", 0) == 0; }
+
+// A rank outside every communicator of a split takes no step until "leave".
+bool takes(const Rank& me, const std::string& step) { return me.active || step == "leave"; }
+
+void reportChild(const Rank& me) {
+  say("rank " + std::to_string(me.worldRank) +
+      (me.active ? " child " + std::to_string(me.rank) + "/" + std::to_string(me.size) : std::string(" child none")));
 }
 
 void runSteps(Rank& me, const std::string& steps) {
@@ -331,6 +397,7 @@ void runSteps(Rank& me, const std::string& steps) {
       if (std::stoi(step.substr(1, at - 1)) != me.rank) continue;
       step = step.substr(at + 1);
     }
+    if (!takes(me, step)) continue;
     Check check;
     const std::vector<std::string> args = split(step, ':');
     const ncclResult_t result = runStep(me, args, check, keep);
@@ -338,7 +405,13 @@ void runSteps(Rank& me, const std::string& steps) {
     if (args[0] == "end") --depth;
     pending.push_back(Done{step, result, check});
     if (depth > 0) continue;
-    for (const Done& done : pending) report(me, done.step, done.result, done.check);
+    for (const Done& done : pending) {
+      report(me, done.step, done.result, done.check);
+      if (entersChild(done.step) && done.result == ncclSuccess) {
+        me.settle();
+        reportChild(me);
+      }
+    }
     pending.clear();
   }
   for (const Done& done : pending) report(me, done.step, done.result, done.check);
@@ -348,6 +421,7 @@ void runRank(const ncclUniqueId& id, int rank, int size, const std::string& step
   Rank me;
   me.rank = rank;
   me.size = size;
+  me.worldRank = rank;
   const ncclResult_t init = ncclCommInitRank(&me.comm, size, id, rank);
   say("rank " + std::to_string(rank) + " init -> " + resultName(init) +
       (init == ncclSuccess ? std::string() : std::string(" | ") + ncclGetLastError(nullptr)));
@@ -386,18 +460,31 @@ int runAll(int size, const std::string& steps) {
   std::vector<Rank> ranks(static_cast<size_t>(size));
   std::vector<std::vector<Buffer>> keep(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
-    ranks[size_t(r)] = Rank{comms[size_t(r)], r, size};
+    ranks[size_t(r)].comm = comms[size_t(r)];
+    ranks[size_t(r)].rank = ranks[size_t(r)].worldRank = r;
+    ranks[size_t(r)].size = size;
     keep[size_t(r)].reserve(4096);
   }
   for (const std::string& step : split(steps, ';')) {
     std::vector<Check> checks(static_cast<size_t>(size));
     std::vector<ncclResult_t> results(static_cast<size_t>(size));
+    std::vector<bool> took(static_cast<size_t>(size));
     ncclGroupStart();
-    for (int r = 0; r < size; ++r)
-      results[size_t(r)] = runStep(ranks[size_t(r)], split(step, ':'), checks[size_t(r)], keep[size_t(r)]);
+    for (int r = 0; r < size; ++r) {
+      took[size_t(r)] = takes(ranks[size_t(r)], step);
+      if (took[size_t(r)])
+        results[size_t(r)] = runStep(ranks[size_t(r)], split(step, ':'), checks[size_t(r)], keep[size_t(r)]);
+    }
     const ncclResult_t end = ncclGroupEnd();
     say("group end -> " + std::string(resultName(end)));
-    for (int r = 0; r < size; ++r) report(ranks[size_t(r)], step, results[size_t(r)], checks[size_t(r)]);
+    for (int r = 0; r < size; ++r) {
+      if (!took[size_t(r)]) continue;
+      report(ranks[size_t(r)], step, results[size_t(r)], checks[size_t(r)]);
+      if (entersChild(step) && results[size_t(r)] == ncclSuccess) {
+        ranks[size_t(r)].settle();
+        reportChild(ranks[size_t(r)]);
+      }
+    }
   }
   for (ncclComm_t comm : comms) ncclCommDestroy(comm);
   return 0;

@@ -227,7 +227,7 @@ def test_unique_id_and_init_across_processes(tmp_path: Path) -> None:
         for step in ["init", *steps.split(";"), "destroy"]:
             assert results[f"{rank} {step}"] == "ncclSuccess", output
     assert "rank 1 query count=2 rank=1 device=-1 async=ncclSuccess" in output
-    assert "rank 0 split child 0/1" in output and "rank 0 split child allreduce -> ncclSuccess" in output
+    assert "rank 0 split child 0/2" in output and "rank 0 split child allreduce -> ncclSuccess" in output
     log = _fake_log(tmp_path)
     # Rank 0 made the real NCCL's id once; both processes created their communicator from it.
     made = [line for line in log if "ncclGetUniqueId" in line]
@@ -239,8 +239,9 @@ def test_unique_id_and_init_across_processes(tmp_path: Path) -> None:
     assert sorted(re.search(r"rank=(\d)", line)[1] for line in inits) == ["0", "1"]
     for call in ("ncclAllReduce", "ncclCommSplit", "ncclCommRegister", "ncclCommDeregister", "ncclCommFinalize"):
         assert len([line for line in log if call in line]) == 2, (call, log)
-    # The split's communicator forwards everything; the split, not Loom, made it.
-    assert "ncclCommSplit: rank 0/1: the real NCCL's communicator; every call forwarded" in output
+    # The split's communicator runs Loom plans over its own bootstrap; the real NCCL split alike, for what
+    # is forwarded.
+    assert re.search(r"ncclCommSplit of comm \d+ \(color 0, key 0\) rank 0/2 \(comm \d+\): Loom plans on", output)
 
 
 def test_force_nccl_and_collective_list(tmp_path: Path) -> None:
@@ -271,7 +272,9 @@ def test_errors_name_what_went_wrong(tmp_path: Path) -> None:
     assert (
         results["1 allreduce:8:bad:sum"] == "ncclInvalidArgument | ncclAllReduce: datatype: 99 is not an ncclDataType_t"
     )
-    assert results["1 split:0"].startswith("ncclInvalidUsage | ncclCommSplit: ncclCommSplit (Loom does not split")
+    # Without the real NCCL a split still runs Loom plans.
+    assert results["1 split:0"] == "ncclSuccess", alone
+    assert "rank 1 split child allreduce -> ncclSuccess" in alone
     missing = _drive(
         tmp_path, "threads", "1", "query", LOOM_NCCL_LIBRARY=str(tmp_path / "nope.so"), LOOM_NCCL_DEBUG="WARN"
     )
@@ -368,3 +371,91 @@ def test_bench_refuses_a_run_the_library_did_not_run_on_loom(tmp_path: Path) -> 
         side.check_routes("driver")
     with pytest.raises(SystemExit, match="logged nothing"):
         side.check_routes("driver")
+
+
+def _children(output: str) -> dict[int, list[str]]:
+    """The 'rank R child r/n' (or 'child none') lines of each rank, in order."""
+    found: dict[int, list[str]] = {}
+    for match in re.finditer(r"^rank (\d+) child (\S+)$", output, re.M):
+        found.setdefault(int(match[1]), []).append(match[2])
+    return found
+
+
+# Colors that leave the ranks of a group not contiguous, keys that reverse their order, a split of a
+# split, and a rank in no group (NOCOLOR).
+SPLIT_STEPS = ";".join(
+    [
+        "enter:0,1,0,1:3,2,1,0",
+        "allreduce:4096:float32:sum:check",
+        "allgather:100:float32:check",
+        "reducescatter:256:int32:sum:check",
+        "enter:5,5",
+        "allreduce:64:float32:sum:ip:check",
+        "leave",
+        "leave",
+        "enter:0,n,0,0",
+        "allreduce:300:float32:sum",
+        "leave",
+        "enter:0,0,0,0",
+        "allreduce:1024:float32:sum:check",
+        "leave",
+        "allreduce:512:float32:sum:check",
+    ]
+)
+
+
+def _check_splits(output: str, tmp_path: Path) -> None:
+    results = _results(output)
+    for rank in range(4):
+        for step in SPLIT_STEPS.split(";"):
+            if rank == 1 and step == "allreduce:300:float32:sum":
+                continue  # rank 1 is in no communicator of that split
+            assert results[f"{rank} {step}"].startswith("ncclSuccess"), (rank, step, output)
+            if step.endswith("check"):
+                assert results[f"{rank} {step}"].endswith("check ok"), (rank, step, output)
+    # Colors 0 and 1 take ranks {0, 2} and {1, 3}; the keys put the higher parent rank first.
+    children = _children(output)
+    assert [children[rank][:2] for rank in range(4)] == [["1/2", "1/2"], ["1/2", "1/2"], ["0/2", "0/2"], ["0/2", "0/2"]]
+    assert [children[rank][2:] for rank in range(4)] == [["0/3", "0/4"], ["none", "1/4"], ["1/3", "2/4"], ["2/3", "3/4"]]
+    # Each split's collectives ran on plans of its own size; only the 3-rank one (no bundled plan) forwarded.
+    assert "rank 0/2 AllReduce 4096 x float32 sum out of place: Loom plan 'allreduce_allpairs_packet_2r" in output
+    assert "rank 1/2 ReduceScatter 256 x int32 sum out of place: Loom plan 'reducescatter" in output
+    assert "rank 0/4 AllReduce 1024 x float32 sum out of place: Loom plan 'allreduce_allpairs_packet_4r" in output
+    forwarded = [line for line in _fake_log(tmp_path) if line.split()[1] in ("ncclAllReduce", "ncclAllGather")]
+    assert [line for line in forwarded if "count=300" not in line] == [], forwarded
+
+
+def test_split_communicators_run_on_loom(tmp_path: Path) -> None:
+    output = _drive(tmp_path, "threads", "4", SPLIT_STEPS)
+    _check_splits(output, tmp_path)
+    splits = [line for line in _fake_log(tmp_path) if "ncclCommSplit" in line]
+    # The real NCCL splits alike (every parent rank, NOCOLOR included), for what Loom forwards.
+    assert len(splits) == 4 * 3 + 4 and len([line for line in splits if "color=-1" in line]) == 1, splits
+
+
+def test_split_communicators_of_ranks_driven_by_one_thread(tmp_path: Path) -> None:
+    # ncclCommInitAll, then every split inside one group per step: the children connect at ncclGroupEnd.
+    output = _drive(tmp_path, "initall", "4", SPLIT_STEPS)
+    assert "initall -> ncclSuccess" in output and "group end -> ncclSuccess" in output
+    _check_splits(output, tmp_path)
+
+
+def test_shrink_leaves_ranks_out(tmp_path: Path) -> None:
+    steps = "shrink:3,1;allgather:64:float32:check;allreduce:128:float32:sum:check;leave;allreduce:64:float32:sum:check"
+    output = _drive(tmp_path, "threads", "4", steps)
+    results = _results(output)
+    assert {rank: _children(output)[rank] for rank in range(4)} == {0: ["0/2"], 1: ["none"], 2: ["1/2"], 3: ["none"]}
+    for rank in (0, 2):
+        assert results[f"{rank} allgather:64:float32:check"] == "ncclSuccess check ok", output
+        assert results[f"{rank} allreduce:128:float32:sum:check"] == "ncclSuccess check ok", output
+    for rank in range(4):
+        assert results[f"{rank} allreduce:64:float32:sum:check"] == "ncclSuccess check ok", output
+    assert "rank 1/2 AllGather 64 x float32 out of place: Loom plan" in output
+    assert re.search(r"ncclCommShrink of comm \d+ \(ranks 3, 1 left out\) rank 0/2", output)
+    shrinks = [line for line in _fake_log(tmp_path) if "ncclCommShrink" in line]
+    assert len(shrinks) == 2 and all("excluded=3,1" in line for line in shrinks), shrinks
+
+
+def test_split_arguments_are_checked(tmp_path: Path) -> None:
+    results = _results(_drive(tmp_path, "threads", "2", "enter:-5,0;leave", LOOM_NCCL_DEBUG="WARN"))
+    assert results["0 enter:-5,0"].startswith("ncclInvalidArgument | ncclCommSplit: color: -5"), results
