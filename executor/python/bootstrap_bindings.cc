@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "loom/bootstrap.hpp"
+#include "loom/bootstrap_split.hpp"
 #include "loom/error.hpp"
 #include "loom/launch_environment.hpp"
 #include "loom/unique_id.hpp"
@@ -188,6 +189,22 @@ void bindBootstrap(py::module_& module) {
                ", world_size=" + std::to_string(bootstrap->worldSize()) + ")";
       });
 
+  module.def(
+      "split_bootstrap",
+      [](const PyBootstrap& parent, int color, int key) -> py::object {
+        std::shared_ptr<Bootstrap> bootstrap = parent.get();
+        SubgroupBootstrap group;
+        {
+          py::gil_scoped_release release;
+          group = splitBootstrap(*bootstrap, color, key);
+        }
+        if (!group.bootstrap) return py::none();
+        py::object child = py::cast(std::make_unique<PyBootstrap>(group.bootstrap));
+        return py::make_tuple(child, group.parentRanks);
+      },
+      py::arg("parent"), py::arg("color"), py::arg("key"),
+      "Collective over every rank of PARENT: ranks with one color form a group ranked by (key, parent rank). "
+      "Returns (bootstrap, parent_ranks) of this rank's group, or None for color -1 (no group).");
   module.def(
       "launch_environment", [] { return environmentDict(detectLaunchEnvironment()); },
       "What Bootstrap.from_environment() would use: launcher, rank, world_size, local_rank, local_world_size, "

@@ -12,6 +12,7 @@ namespace loom::python {
 class PyBootstrap {
  public:
   explicit PyBootstrap(Bootstrap bootstrap) : bootstrap_(std::make_shared<Bootstrap>(std::move(bootstrap))) {}
+  explicit PyBootstrap(std::shared_ptr<Bootstrap> bootstrap) : bootstrap_(std::move(bootstrap)) {}
 
   std::shared_ptr<Bootstrap> get() const {
     if (!bootstrap_) throw Error(ErrorCategory::kInvalidArgument, "the bootstrap is closed");

@@ -64,8 +64,32 @@ class Communicator:
         self.world_size = self.native.world_size
         self.ranks_per_node = self.native.local_world_size
         self.tags = list(tags)
+        self.parent_ranks: list[int] | None = None  # a split's members: their ranks in the parent
         self._pairs: dict[int, Communicator] = {}  # peer -> the two-rank communicator of send/recv
         self._sends_to_self: deque[tuple[BufferView, object]] = deque()  # (view, tensor) until recv takes it
+
+    def split(self, color: int | None, key: int | None = None) -> Communicator | None:
+        """Like ``ncclCommSplit`` (and ``MPI_Comm_split``): collective over every rank of this communicator.
+        Ranks that pass one ``color`` (0 or more) form a new communicator, ranked by ``key`` (default: this
+        rank) and then by their rank here; ``color=None`` (or -1, NCCL_SPLIT_NOCOLOR) joins none and gets
+        None. The new communicator picks plans by its own size and ranks per node, connects its members only,
+        runs on this rank's device, and has a bootstrap of its own: either one may be aborted first.
+        ``parent_ranks`` lists its members' ranks here."""
+        self._check_not_aborted()
+        color = -1 if color is None else color
+        key = self.rank if key is None else key
+        for name, value in (("color", color), ("key", key)):
+            if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+                raise InvalidArgumentError(f"{name}: expected a 32-bit integer, got {value!r}")
+        found = native_module().split_bootstrap(self.bootstrap, color, key)
+        if found is None:
+            return None
+        bootstrap, parent_ranks = found
+        device = None if self.host_only else self.native.cuda_device
+        child = Communicator(bootstrap, device=device, host_only=self.host_only, tags=self.tags)
+        child._owns_bootstrap = True  # made here: abort() closes it
+        child.parent_ranks = list(parent_ranks)
+        return child
 
     @property
     def on_gpu(self) -> bool:

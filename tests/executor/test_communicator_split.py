@@ -1,0 +1,81 @@
+"""loom.Communicator.split on the CPU backend (ranks on host threads): subgroups by color and key, a split
+of a split, NOCOLOR, and each subgroup running the bundled plans of its own size against numpy."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_native = pytest.importorskip("loom._native", reason="the native module is not built")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+import loom  # noqa: E402
+from loom.errors import InvalidArgumentError  # noqa: E402
+from rank_threads import run_ranks  # noqa: E402
+
+WORLD = 4
+
+
+def _run(world: int, body):
+    results = run_ranks(world, _native.UniqueId.create("127.0.0.1"), body, timeout_ms=30000)
+    for rank in range(world):
+        if isinstance(results[rank], BaseException):
+            raise results[rank]
+    return results
+
+
+def _data(rank: int, count: int) -> np.ndarray:
+    return np.random.default_rng(200 + rank).standard_normal(count).astype(np.float32)
+
+
+def test_split_groups_run_their_own_plans_against_numpy():
+    count = 2048
+    inputs = [_data(r, count) for r in range(WORLD)]
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        # Ranks {0, 2} and {1, 3}, each group in reverse order of rank.
+        half = comm.split(comm.rank % 2, key=-comm.rank)
+        members = half.parent_ranks
+        assert members == sorted((r for r in range(WORLD) if r % 2 == comm.rank % 2), reverse=True)
+        assert (half.rank, half.world_size) == (members.index(comm.rank), 2)
+
+        tensor = inputs[comm.rank].copy()
+        half.all_reduce(tensor)
+        np.testing.assert_allclose(tensor, sum(inputs[r].astype(np.float64) for r in members), rtol=1e-5, atol=1e-5)
+        gathered = np.zeros(count * 2, np.float32)
+        half.all_gather(gathered, inputs[comm.rank])
+        np.testing.assert_array_equal(gathered, np.concatenate([inputs[r] for r in members]))
+
+        # A split of the split: one rank each, and NOCOLOR on the rest.
+        single = half.split(0 if half.rank == 0 else None)
+        assert (single is None) == (half.rank != 0)
+        if single is not None:
+            assert (single.world_size, single.parent_ranks) == (1, [0])
+            alone = inputs[comm.rank].copy()
+            single.all_reduce(alone)
+            np.testing.assert_array_equal(alone, inputs[comm.rank])
+            assert single.abort()
+
+        # The parent still runs after its children, and the children's plans were of their size.
+        whole = inputs[comm.rank].copy()
+        comm.all_reduce(whole)
+        np.testing.assert_allclose(whole, sum(x.astype(np.float64) for x in inputs), rtol=1e-5, atol=1e-5)
+        assert half.abort()
+        return half.executor is None
+
+    assert all(_run(WORLD, body).values())
+
+
+def test_split_arguments_are_checked():
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        with pytest.raises(InvalidArgumentError, match="color: expected a 32-bit integer, got 'a'"):
+            comm.split("a")
+        with pytest.raises(loom.LoomError, match="rank 1 passed a negative color other than NOCOLOR"):
+            comm.split(-3 if comm.rank == 1 else 0)
+        return True
+
+    assert all(_run(2, body).values())
