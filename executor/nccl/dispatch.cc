@@ -71,6 +71,8 @@ DataType byteType(uint64_t bytes) {
   return DataType::kFloat8E4M3;
 }
 
+bool isFloating(DataType type) { return type != DataType::kInt32 && type != DataType::kUInt32; }
+
 std::optional<ReduceOp> loomOp(ncclRedOp_t op) {
   switch (op) {
     case ncclSum:
@@ -304,9 +306,11 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
   if (!settings.allowsOnLoom(*collective)) return forward(Reason::kNotListed);
 
   if (reduces(*collective)) {
-    const auto op = loomOp(call.op);
-    if (!op) return forward(Reason::kOpMissing);
     const auto type = loomType(call.dataType);
+    // An average is a sum scaled by 1/n afterwards, which integers (whose average NCCL truncates) do not take.
+    decision.average = call.op == ncclAvg && type && isFloating(*type);
+    const auto op = decision.average ? std::optional<ReduceOp>(ReduceOp::kSum) : loomOp(call.op);
+    if (!op) return forward(Reason::kOpMissing);
     if (!type) return forward(Reason::kTypeMissing);
     decision.op = *op;
     decision.dataType = *type;
@@ -376,7 +380,8 @@ std::string why(const CallInfo& call, const Decision& decision) {
     case Reason::kNotListed:
       return std::string(collectiveName(decision.collective)) + " is not in LOOM_NCCL_COLLECTIVES";
     case Reason::kOpMissing:
-      return "Loom reduces with sum, min and max, not " + ncclOpName(call.op);
+      return "Loom reduces with sum, min, max and (floating types) avg, not " + ncclOpName(call.op) +
+             (call.op == ncclAvg ? " of " + std::string(ncclTypeName(call.dataType)) : std::string());
     case Reason::kTypeMissing:
       return "Loom does not reduce " + std::string(ncclTypeName(call.dataType)) +
              " (float32, float16, bfloat16, int32, uint32, float8)";

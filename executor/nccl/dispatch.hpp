@@ -72,7 +72,7 @@ enum class Reason : uint8_t {
   kPointToPointSelf,
   kSpareDuringCapture,
   kNotListed,     // not in LOOM_NCCL_COLLECTIVES
-  kOpMissing,     // prod, avg
+  kOpMissing,     // prod, and avg of integers
   kTypeMissing,   // int8, uint8, int64, uint64, float64 in a reduction
   kBadByteCount,  // a byte count Loom's types do not divide (not reached today: 1-byte types divide all)
   kNoPlan,
@@ -89,6 +89,7 @@ struct Decision {
   ReduceOp op = ReduceOp::kSum;
   uint64_t messageBytes = 0;  // kLoom: Executor::execute's messageBytes (this rank's input)
   bool inplace = false;       // kLoom: whether the plan runs in place (Broadcast always does)
+  bool average = false;       // kLoom: ncclAvg, run as a sum plan and then the output times 1/n
 };
 
 // The selection request a call makes (for a Loom collective; `op` for the reducing ones); exposed for

@@ -560,6 +560,10 @@ void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision
       return;
     default:
       comm.executor->execute(plan, call.send, call.recv, decision.messageBytes, decision.dataType, decision.op, stream);
+      if (decision.average) {
+        comm.executor->scale(call.recv, info.count * ncclTypeBytes(info.dataType), decision.dataType,
+                             1.0f / float(comm.worldSize), stream);
+      }
   }
 }
 

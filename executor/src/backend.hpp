@@ -46,6 +46,9 @@ class Backend {
   // Copies `bytes` from `src` to `dst` (this rank's buffers): the GPU enqueues it on `stream` (also
   // under graph capture), the CPU backend copies at once.
   virtual void copy(void* dst, const void* src, uint64_t bytes, void* stream) = 0;
+  // Multiplies the `count` elements at `data` (a floating type) by `factor`: the GPU enqueues it on
+  // `stream`, the CPU backend scales at once.
+  virtual void scale(void* data, uint64_t count, DataType type, float factor, void* stream) = 0;
   // How many interpreter blocks of `threads` threads ranks sharing a GPU may run at once (their blocks
   // wait for one another, and other kernels must still start): fewer than the GPU's multiprocessors.
   // No bound on the CPU backend.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "loom/device/scale.hpp"
 #include "loom/shared_host_memory.hpp"
 #include "reduce_dispatch.hpp"
 
@@ -78,6 +79,11 @@ class CpuBackend final : public Backend {
   void copy(void* dst, const void* src, uint64_t bytes, void* stream) override {
     refuseStream(stream);
     std::memmove(dst, src, bytes);
+  }
+
+  void scale(void* data, uint64_t count, DataType type, float factor, void* stream) override {
+    refuseStream(stream);
+    dispatchFloating(type, "scale", [&]<typename T>() { device::scaleElements(static_cast<T*>(data), count, factor, 0, 1); });
   }
 
   // Every block is a thread of its own: all of them run at once.

@@ -426,6 +426,19 @@ void Executor::copyLocal(const void* input, void* output, uint64_t bytes, void* 
   impl_->backend->copy(output, input, bytes, stream);
 }
 
+void Executor::scale(void* data, uint64_t bytes, DataType type, float factor, void* stream) {
+  if (bytes == 0) return;
+  if (data == nullptr) throw invalid("data: null pointer for " + std::to_string(bytes) + " bytes");
+  const uint64_t elementBytes = dataTypeBytes(type);
+  if (bytes % elementBytes != 0) {
+    throw invalid("bytes: " + std::to_string(bytes) + " is not a whole number of " + std::string(dataTypeName(type)) +
+                  " elements");
+  }
+  std::lock_guard lock(impl_->mutex);
+  impl_->checkUsable();
+  impl_->backend->scale(data, bytes / elementBytes, type, factor, stream);
+}
+
 Communicator& Executor::communicator() const { return *impl_->communicator; }
 bool Executor::onGpu() const { return impl_->backend->onGpu(); }
 bool Executor::capturing(void* stream) const { return impl_->backend->capturing(stream); }

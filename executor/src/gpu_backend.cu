@@ -14,6 +14,7 @@
 #include "cuda_check.hpp"
 #include "environment.hpp"
 #include "gpu.hpp"
+#include "loom/device/scale.hpp"
 #include "loom/gpu_buffer.hpp"
 #include "reduce_dispatch.hpp"
 
@@ -43,6 +44,12 @@ __device__ __forceinline__ void letNextKernelLaunch() {
 __device__ __forceinline__ void startAfterPrecedingKernel() {
   waitForPrecedingKernel();
   letNextKernelLaunch();
+}
+
+template <typename T>
+__global__ void scaleKernel(T* data, uint64_t count, float factor) {
+  device::scaleElements(data, count, factor, uint64_t(blockIdx.x) * blockDim.x + threadIdx.x,
+                        uint64_t(gridDim.x) * blockDim.x);
 }
 
 // Two kernels per (data type, operator): the inline one for specialised programs, which travel in its
@@ -165,6 +172,17 @@ class GpuBackend final : public Backend {
   void copy(void* dst, const void* src, uint64_t bytes, void* stream) override {
     checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
               "cudaMemcpyAsync (a call of one rank)");
+  }
+
+  void scale(void* data, uint64_t count, DataType type, float factor, void* stream) override {
+    if (count == 0) return;
+    constexpr uint32_t kThreads = 256;
+    // Enough blocks to keep every multiprocessor's loads in flight; the loop strides over the rest.
+    const uint32_t blocks = uint32_t(std::min<uint64_t>((count + kThreads - 1) / kThreads, 4096));
+    dispatchFloating(type, "scale", [&]<typename T>() {
+      scaleKernel<T><<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<T*>(data), count, factor);
+    });
+    checkCuda(cudaGetLastError(), "launching the scaling kernel (NCCL's average)");
   }
 
   uint32_t maxResidentBlocks(uint32_t threads, DataType type, ReduceOp op) override {

@@ -46,4 +46,27 @@ void dispatchReduce(DataType type, ReduceOp op, Run&& run) {
   throw Error(ErrorCategory::kInvalidArgument, "dtype: unknown data type");
 }
 
+// The floating types, for what only they support (scaling by a fraction: NCCL's average); an
+// integer type is an InvalidArgument error naming `what`. `run` is run.template operator()<T>().
+template <typename Run>
+void dispatchFloating(DataType type, const char* what, Run&& run) {
+  switch (type) {
+    case DataType::kFloat32:
+      return run.template operator()<float>();
+    case DataType::kFloat16:
+      return run.template operator()<device::Half>();
+    case DataType::kBFloat16:
+      return run.template operator()<device::BFloat16>();
+    case DataType::kFloat8E4M3:
+      return run.template operator()<device::Float8E4M3>();
+    case DataType::kFloat8E5M2:
+      return run.template operator()<device::Float8E5M2>();
+    case DataType::kInt32:
+    case DataType::kUInt32:
+      break;
+  }
+  throw Error(ErrorCategory::kInvalidArgument,
+              std::string(what) + ": " + std::string(dataTypeName(type)) + " is not a floating type");
+}
+
 }  // namespace loom

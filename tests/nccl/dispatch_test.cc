@@ -78,7 +78,12 @@ TEST(NcclDispatch, TableOfDecisions) {
       {"one rank, custom op", call(Call::kAllReduce, 8, 1, ncclFloat32, ncclRedOp_t(ncclNumOps)), Route::kForward,
        Reason::kCustomOp},
       {"prod", call(Call::kAllReduce, 1024, 8, ncclFloat32, ncclProd), Route::kForward, Reason::kOpMissing},
-      {"avg", call(Call::kReduceScatter, 1024, 8, ncclFloat32, ncclAvg), Route::kForward, Reason::kOpMissing},
+      {"avg of float32: a sum plan, then 1/n", call(Call::kReduceScatter, 1024, 8, ncclFloat32, ncclAvg), Route::kLoom,
+       Reason::kPlan, "reducescatter"},
+      {"avg of bfloat16", call(Call::kAllReduce, 4096, 2, ncclBfloat16, ncclAvg), Route::kLoom, Reason::kPlan,
+       "allreduce"},
+      {"avg of int32 (NCCL truncates)", call(Call::kAllReduce, 1024, 8, ncclInt32, ncclAvg), Route::kForward,
+       Reason::kOpMissing},
       {"max: the bundled plans sum", call(Call::kAllReduce, 1024, 8, ncclFloat32, ncclMax), Route::kForward,
        Reason::kNoPlan},
       {"float64 all-reduce", call(Call::kAllReduce, 1024, 8, ncclFloat64), Route::kForward, Reason::kTypeMissing},
@@ -133,7 +138,7 @@ TEST(NcclDispatch, SettingsAndCapabilities) {
   const CallInfo prod = call(Call::kAllReduce, 1024, 8, ncclFloat32, ncclProd);
   const Decision fail = decide(prod, defaults(), noReal, bundled());
   EXPECT_EQ(fail.route, Route::kFail);
-  EXPECT_NE(describe(prod, fail).find("Loom reduces with sum, min and max, not prod"), std::string::npos)
+  EXPECT_NE(describe(prod, fail).find("Loom reduces with sum, min, max and (floating types) avg, not prod"), std::string::npos)
       << describe(prod, fail);
   // ... while what Loom runs still runs.
   EXPECT_EQ(decide(allReduce, defaults(), noReal, bundled()).route, Route::kLoom);
@@ -207,6 +212,25 @@ TEST(NcclUniqueId, RoundTripAndRefusals) {
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("format version 2"), std::string::npos) << error.what();
   }
+}
+
+}  // namespace
+}  // namespace loom::nccl
+
+namespace loom::nccl {
+namespace {
+
+TEST(NcclDispatch, AverageIsASumThenAScale) {
+  const Decision average = decide(call(Call::kAllReduce, 4096, 2, ncclFloat16, ncclAvg), defaults(), Capabilities{},
+                                  bundled());
+  EXPECT_TRUE(average.average);
+  EXPECT_EQ(average.op, ReduceOp::kSum);
+  EXPECT_EQ(average.dataType, DataType::kFloat16);
+  EXPECT_FALSE(decide(call(Call::kAllReduce, 4096, 2), defaults(), Capabilities{}, bundled()).average);
+  const CallInfo integers = call(Call::kAllReduce, 1024, 8, ncclUint32, ncclAvg);
+  EXPECT_NE(describe(integers, decide(integers, defaults(), Capabilities{}, bundled()))
+                .find("not avg of uint32"),
+            std::string::npos);
 }
 
 }  // namespace

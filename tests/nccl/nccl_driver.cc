@@ -199,7 +199,7 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     Buffer& recv = inplace ? send : keep.emplace_back(c, type);
     for (size_t i = 0; i < c; ++i) send.set(i, (r + 1) * double(i % 13 + 1));
     const ncclResult_t result = ncclAllReduce(send.at(0), recv.at(0), c, type, op, me.comm, nullptr);
-    const double factor = op == ncclSum ? sumOf(n) : op == ncclMax ? n : 1;
+    const double factor = op == ncclSum ? sumOf(n) : op == ncclMax ? n : op == ncclAvg ? sumOf(n) / n : 1;
     for (size_t i = 0; i < c; ++i) check.expect(recv, 0, i, factor * double(i % 13 + 1));
     return result;
   }
@@ -225,7 +225,8 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     Buffer* recv = inplace ? &send : &keep.emplace_back(c, type);
     const size_t base = inplace ? size_t(r) * c : 0;
     const ncclResult_t result = ncclReduceScatter(send.at(0), recv->at(base), c, type, op, me.comm, nullptr);
-    for (size_t i = 0; i < c; ++i) check.expect(*recv, base, i, sumOf(n) * double((size_t(r) * c + i) % 13 + 1));
+    const double factor = op == ncclAvg ? sumOf(n) / n : sumOf(n);
+    for (size_t i = 0; i < c; ++i) check.expect(*recv, base, i, factor * double((size_t(r) * c + i) % 13 + 1));
     return result;
   }
   if (name == "broadcast" || name == "bcast") {

@@ -112,6 +112,9 @@ STEPS_TWO_RANKS = ";".join(
         "allgather:256:float32:check",
         "allgather:100:int32:ip:check",
         "reducescatter:512:float32:sum:check",
+        "allreduce:2048:float32:avg:check",
+        "reducescatter:512:float32:avg:ip:check",
+        "allreduce:100:int32:avg",
         "broadcast:300:float32:0:check",
         "bcast:300:int32:0:check",
         "broadcast:300:float32:1",
@@ -141,10 +144,12 @@ def test_two_ranks_run_on_loom_or_forward(tmp_path: Path) -> None:
                 assert result == "ncclSuccess check ok", f"rank {rank} {step}: {result}\n{output}"
     assert "Loom plan 'allreduce_allpairs_packet_2r" in output
     assert (
-        "AllReduce 64 x float32 prod out of place: forwarded to NCCL: Loom reduces with sum, min and max, not prod"
+        "AllReduce 64 x float32 prod out of place: forwarded to NCCL: Loom reduces with sum, min, max and (floating types) avg, not prod"
         in output
     )
     assert "forwarded to NCCL: Loom does not reduce float64" in output
+    assert "AllReduce 2048 x float32 avg out of place: Loom plan 'allreduce_" in output
+    assert "AllReduce 100 x int32 avg out of place: forwarded to NCCL: Loom reduces with sum, min, max and (floating" in output
     assert "Broadcast 300 x float32 out of place: forwarded to NCCL: no Loom plan fits (broadcast, 2 ranks" in output
     assert "Reduce 16 x float32 sum out of place: forwarded to NCCL: Loom has no Reduce collective" in output
     forwarded = [" ".join(line.split()[1:3]) for line in _fake_log(tmp_path)]
@@ -155,7 +160,7 @@ def test_two_ranks_run_on_loom_or_forward(tmp_path: Path) -> None:
     assert not [line for line in _fake_log(tmp_path) if "ncclAllGather" in line or "ncclSend" in line], _fake_log(
         tmp_path
     )
-    assert len([line for line in _fake_log(tmp_path) if "ncclAllReduce" in line]) == 4
+    assert len([line for line in _fake_log(tmp_path) if "ncclAllReduce" in line]) == 6
 
 
 def test_four_ranks(tmp_path: Path) -> None:
@@ -267,7 +272,7 @@ def test_errors_name_what_went_wrong(tmp_path: Path) -> None:
     assert results["0 allreduce:1024:float32:sum:check"] == "ncclSuccess check ok"
     assert results["0 allreduce:64:float32:prod"] == (
         "ncclInvalidUsage | ncclAllReduce: AllReduce 64 x float32 prod out of place: needs the real NCCL (Loom reduces "
-        "with sum, min and max, not prod), which is not available: LOOM_NCCL_LIBRARY=none"
+        "with sum, min, max and (floating types) avg, not prod), which is not available: LOOM_NCCL_LIBRARY=none"
     )
     assert (
         results["1 allreduce:8:bad:sum"] == "ncclInvalidArgument | ncclAllReduce: datatype: 99 is not an ncclDataType_t"

@@ -57,6 +57,11 @@ class Executor {
   // (enqueued on a GPU, also under graph capture; at once on the CPU backend).
   void copyLocal(const void* input, void* output, uint64_t bytes, void* stream = nullptr);
 
+  // Multiplies the `bytes / size(type)` elements at `data`, this rank's buffer of a floating type, by
+  // `factor` on `stream` (enqueued on a GPU, also under graph capture; at once on the CPU backend): how
+  // NCCL's average runs, a sum plan and then a scale by 1/n. An integer type is an InvalidArgument error.
+  void scale(void* data, uint64_t bytes, DataType type, float factor, void* stream = nullptr);
+
   // Like ncclCommAbort: stops a call in flight on another thread (CPU backend: its host waits throw
   // within about 100 ms; bootstrap waits too) and frees what the plans hold, without waiting for
   // peers, which may be dead. Waits up to `waitMs` for the call in flight to return; false when it
