@@ -10,6 +10,8 @@
 #                                    # compute-sanitizer on plan checks (nccl-only and sanitizer: either half)
 #   scripts/multi_gpu_run.sh bench   # collective_bench (graph, eager reused and fresh; generic path too), demo
 #                                    # (bench-graph, bench-eager, bench-generic, demo: one part each)
+#   scripts/multi_gpu_run.sh comms       # splits and one process driving every GPU (issue 38); COMMS_CASES and
+#                                        # SPLIT_CASES narrow its one-process and shared-GPU steps
 #   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
@@ -95,6 +97,13 @@ case $stage in
   nccl)
     step nccl_torch 150 "${pytest[@]}" tests/nccl/test_nccl_gpu.py
     step nccl_tests 300 "${pytest[@]}" -s tests/nccl/test_nccl_tests_multi_gpu.py
+    ;;
+  comms)
+    # Issue 38: communicators a real job makes. One process driving every GPU (CuPy initAll, nccl-tests -g N),
+    # a torch parallel job (DeviceMesh splits, HSDP, TP, DDP) against plain NCCL, and split groups on GPU 0.
+    step nccl_one_process 300 "${pytest[@]}" -s tests/nccl/test_nccl_one_process_gpu.py -k "${COMMS_CASES:-cupy or nccl_tests}"
+    step nccl_parallel 240 "${pytest[@]}" -s tests/nccl/test_nccl_parallel_gpu.py
+    step shared_split 240 "${pytest[@]}" tests/executor/test_shared_gpu.py -k "split_groups${SPLIT_CASES:+ and ($SPLIT_CASES)}"
     ;;
   sanitizer)
     step sanitizer 150 "${pytest[@]}" tests/executor/test_executor_gpu.py -k sanitizer

@@ -144,6 +144,22 @@ def test_collective_api_eagerly_and_in_cuda_graphs_on_one_gpu(world):
     _run([str(GPU_CHECKS / "collective_api_check.py"), "--share-gpu", str(world)], LOOM_DEFAULT_PLANS="0")
 
 
+# Groups of 2 and 4 (bundled plans), and of 3 and 6 (no bundled plan: the JIT compiles theirs on first use).
+@pytest.mark.parametrize(
+    "colors",
+    ["0,1,0,1", "0,0,0,0,1,1,1,1", "0,0,0,1", "0,0,0,0,0,0,1,1"],
+    ids=["groups_2_2", "groups_4_4", "groups_3_1", "groups_6_2"],
+)
+def test_split_groups_match_float64_on_one_gpu(colors, tmp_path):
+    world = len(colors.split(","))
+    subprocess.run([sys.executable, "-m", "loom", "install-plans", "--cache-dir", str(tmp_path)], check=True)
+    output = _run(
+        [str(GPU_CHECKS / "subgroup_check.py"), "--share-gpu", str(world), "--colors", colors],
+        LOOM_CACHE_DIR=str(tmp_path),
+    )
+    assert output.count(": 0 failures") == world, output[-4000:]
+
+
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
 def test_a_4_rank_case_is_clean_under_compute_sanitizer(tool, tmp_path):
     sanitizer = compute_sanitizer()

@@ -144,12 +144,15 @@ def test_two_ranks_run_on_loom_or_forward(tmp_path: Path) -> None:
                 assert result == "ncclSuccess check ok", f"rank {rank} {step}: {result}\n{output}"
     assert "Loom plan 'allreduce_allpairs_packet_2r" in output
     assert (
-        "AllReduce 64 x float32 prod out of place: forwarded to NCCL: Loom reduces with sum, min, max and (floating types) avg, not prod"
-        in output
+        "AllReduce 64 x float32 prod out of place: forwarded to NCCL: Loom reduces with sum, min, max and (floating "
+        "types) avg, not prod" in output
     )
     assert "forwarded to NCCL: Loom does not reduce float64" in output
     assert "AllReduce 2048 x float32 avg out of place: Loom plan 'allreduce_" in output
-    assert "AllReduce 100 x int32 avg out of place: forwarded to NCCL: Loom reduces with sum, min, max and (floating" in output
+    assert (
+        "AllReduce 100 x int32 avg out of place: forwarded to NCCL: Loom reduces with sum, min, max and (floating"
+        in output
+    )
     assert "Broadcast 300 x float32 out of place: forwarded to NCCL: no Loom plan fits (broadcast, 2 ranks" in output
     assert "Reduce 16 x float32 sum out of place: forwarded to NCCL: Loom has no Reduce collective" in output
     forwarded = [" ".join(line.split()[1:3]) for line in _fake_log(tmp_path)]
@@ -421,7 +424,12 @@ def _check_splits(output: str, tmp_path: Path) -> None:
     # Colors 0 and 1 take ranks {0, 2} and {1, 3}; the keys put the higher parent rank first.
     children = _children(output)
     assert [children[rank][:2] for rank in range(4)] == [["1/2", "1/2"], ["1/2", "1/2"], ["0/2", "0/2"], ["0/2", "0/2"]]
-    assert [children[rank][2:] for rank in range(4)] == [["0/3", "0/4"], ["none", "1/4"], ["1/3", "2/4"], ["2/3", "3/4"]]
+    assert [children[rank][2:] for rank in range(4)] == [
+        ["0/3", "0/4"],
+        ["none", "1/4"],
+        ["1/3", "2/4"],
+        ["2/3", "3/4"],
+    ]
     # Each split's collectives ran on plans of its own size; only the 3-rank one (no bundled plan) forwarded.
     assert "rank 0/2 AllReduce 4096 x float32 sum out of place: Loom plan 'allreduce_allpairs_packet_2r" in output
     assert "rank 1/2 ReduceScatter 256 x int32 sum out of place: Loom plan 'reducescatter" in output
