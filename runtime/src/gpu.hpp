@@ -36,11 +36,12 @@ PointerInfo pointerInfo(const void* pointer);
 // 0 for memory CUDA does not know.
 uint64_t allocationId(const void* pointer);
 
-// Lets kernels of the current device load and store the allocation holding `pointer`, which lives on
-// `ownerDevice`, another GPU of this process (ranks driven by one process, as ncclCommInitAll makes
-// them): peer access for cudaMalloc memory, an access grant for cuMem memory (peer access does not
-// reach cuMem allocations). An error names both devices when they cannot reach each other.
-void allowAccessFromCurrentDevice(const void* pointer, int ownerDevice);
+// Lets kernels of the current device load and store an allocation of `ownerDevice`, another GPU of this
+// process (ranks driven by one process, as ncclCommInitAll makes them): peer access for cudaMalloc
+// memory, an access grant over [allocationBase, + allocationBytes) for cuMem memory (`fromCuMem`: peer
+// access does not reach those). The allocation is given, not looked up: the driver finds another
+// device's allocations only from that device. An error names both devices when they cannot reach each other.
+void allowAccessFromCurrentDevice(int ownerDevice, bool fromCuMem, uint64_t allocationBase, uint64_t allocationBytes);
 
 // A synchronous copy between any two pointers of this process (host or device), on the process's
 // non-blocking copy stream of the current device: it never waits for kernels, so a proxy may copy

@@ -85,7 +85,7 @@ uint64_t allocationId(const void* pointer) {
   return id;
 }
 
-void allowAccessFromCurrentDevice(const void* pointer, int ownerDevice) {
+void allowAccessFromCurrentDevice(int ownerDevice, bool fromCuMem, uint64_t allocationBase, uint64_t allocationBytes) {
   const int device = currentDevice();
   if (device < 0 || device == ownerDevice) return;
   const std::string between = "GPU " + std::to_string(device) + " and GPU " + std::to_string(ownerDevice);
@@ -96,13 +96,12 @@ void allowAccessFromCurrentDevice(const void* pointer, int ownerDevice) {
                                           ": the GPUs have no peer access to each other's memory, which Loom's "
                                           "memory channels need");
   }
-  const PointerInfo info = pointerInfo(pointer);
-  if (info.fromCuMem) {
+  if (fromCuMem) {
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = device;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    checkDriver(cudaDriver().memSetAccess(info.allocationBase, info.allocationBytes, &access, 1),
+    checkDriver(cudaDriver().memSetAccess(allocationBase, allocationBytes, &access, 1),
                 "cuMemSetAccess for " + between);
     return;
   }

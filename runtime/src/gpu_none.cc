@@ -39,7 +39,7 @@ PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& other) noexcept
   return *this;
 }
 
-void allowAccessFromCurrentDevice(const void*, int) { noCuda("peer access"); }
+void allowAccessFromCurrentDevice(int, bool, uint64_t, uint64_t) { noCuda("peer access"); }
 std::array<uint8_t, 64> exportLegacyIpcHandle(void*) { noCuda("CUDA IPC"); }
 std::shared_ptr<void> openLegacyIpcHandle(const std::array<uint8_t, 64>&, void**) { noCuda("CUDA IPC"); }
 int exportPosixFd(void*) { noCuda("CUDA IPC"); }

@@ -83,7 +83,10 @@ RegisteredMemory mapRegisteredMemory(std::shared_ptr<RegisteredMemory::Impl> m, 
     // Another rank of this very process (ranks as threads, or GPUs driven by one process): the address is
     // valid as it is, once this rank's GPU may reach the other GPU's memory.
     m->localPointer = reinterpret_cast<void*>(m->address);
-    if (m->location == MemoryLocation::kDevice) gpu::allowAccessFromCurrentDevice(m->localPointer, m->deviceId);
+    if (m->location == MemoryLocation::kDevice) {
+      gpu::allowAccessFromCurrentDevice(m->deviceId, m->ipcKind == IpcKind::kPosixFd, m->address - m->ipcOffset,
+                                        m->ipcAllocationBytes);
+    }
   } else if (m->hostHash == hostHash() && m->location == MemoryLocation::kDevice &&
              m->transports.has(Transport::kCudaIpc)) {
     void* base = nullptr;

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ranks  # noqa: E402
 
 
-def check_rank(bootstrap, colors: list[int]) -> int:
+def check_rank(bootstrap, colors: list[int], sizes: list[int]) -> int:
     comm = loom.Communicator(bootstrap)
     rank, world = comm.rank, comm.world_size
     group = comm.split(colors[rank], key=-rank)
@@ -36,7 +36,8 @@ def check_rank(bootstrap, colors: list[int]) -> int:
             failures += 1
             print(f"[rank {rank}] FAIL group of {size}, {what}: relative error {error}", flush=True)
 
-    for seed, count in enumerate([1000 * size, 65536 * size + 8 * size, (1 << 20) * size]):
+    for seed, per_rank in enumerate(sizes):
+        count = per_rank * size
         data = [torch.randn(count, generator=torch.Generator().manual_seed(97 * seed + r)) for r in members]
         total = sum(x.double() for x in data)
         piece = count // size
@@ -88,6 +89,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     ranks.add_arguments(parser)
     parser.add_argument("--colors", required=True, help="one color per rank, comma-separated")
+    parser.add_argument(
+        "--sizes",
+        default="1000,65538,1048576",
+        help="elements per rank of each call, comma-separated (default: %(default)s)",
+    )
     arguments = parser.parse_args()
     colors = [int(text) for text in arguments.colors.split(",")]
-    sys.exit(ranks.run(arguments, lambda bootstrap: check_rank(bootstrap, colors)))
+    sizes = [int(text) for text in arguments.sizes.split(",")]
+    sys.exit(ranks.run(arguments, lambda bootstrap: check_rank(bootstrap, colors, sizes)))
