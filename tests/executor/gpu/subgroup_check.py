@@ -58,7 +58,7 @@ def check_rank(bootstrap, colors: list[int], sizes: list[int]) -> int:
         check(f"broadcast of {count}", t, data[0].double())
 
     # A graph replayed on fresh data: the group's plans keep their per-call state on the device.
-    count = 4096 * size
+    count = sizes[0] * size
     source = torch.empty(count, device="cuda")
     reduced = torch.empty(count, device="cuda")
     reduced.copy_(source)
@@ -75,7 +75,7 @@ def check_rank(bootstrap, colors: list[int], sizes: list[int]) -> int:
         ranks.synchronize()
         check(f"graph all_reduce replay {replay}", reduced, sum(x.double() for x in data))
 
-    whole = [torch.randn(4096, generator=torch.Generator().manual_seed(900 + r)) for r in range(world)]
+    whole = [torch.randn(sizes[0], generator=torch.Generator().manual_seed(900 + r)) for r in range(world)]
     t = whole[rank].cuda()
     comm.all_reduce(t)
     check("the parent's all_reduce after the split", t, sum(x.double() for x in whole))
