@@ -43,6 +43,12 @@ def arguments() -> argparse.Namespace:
         help="run each side this many times, plain and preloaded in turns, and keep each size's median: a slow"
         " spell of the machine then falls on both sides alike",
     )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also time the all-reduce on a group of the same ranks that torch makes with ncclCommSplit (the"
+        " default group bound to the device), in the same processes: a split communicator must be as fast",
+    )
     parser.add_argument("--nccl-tests", default="", help="folder with nccl-tests' all_reduce_perf (built)")
     parser.add_argument("--mpi", action="store_true", help="nccl-tests was built with MPI: mpirun -np NPROC, -g 1")
     parser.add_argument("--out", default=str(ROOT / "docs" / "perf" / "nccl.md"))
@@ -66,21 +72,44 @@ def worker(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT / "compiler"))
     from loom.tools.cuda_timing import time_graph
 
-    dist.init_process_group("nccl")
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local_rank)
+    # Bound to the device, the default group makes its subgroups with ncclCommSplit.
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank) if args.split else None)
+    groups = {"results": None}
+    if args.split:
+        groups["split_results"] = dist.new_group(list(range(dist.get_world_size())))
     # One short pass over every size first: the library's eager times on 2 x H100 fell from 36 to 22 us over
     # the first sizes of a fresh process (NCCL's did not), so without it the smallest sizes time a warm-up.
-    for size in sizes(args):
-        warm = torch.ones(size // 4, device="cuda")
-        for _ in range(5):
-            dist.all_reduce(warm)
+    for group in groups.values():
+        for size in sizes(args):
+            warm = torch.ones(size // 4, device="cuda")
+            for _ in range(5):
+                dist.all_reduce(warm, group=group)
     torch.cuda.synchronize()
+    report = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "nccl": ".".join(str(part) for part in torch.cuda.nccl.version()),
+    }
+    for key, group in groups.items():
+        report[key] = time_all_reduce(args, group, time_graph)
+    if dist.get_rank() == 0:
+        Path(args.worker).write_text(json.dumps(report))
+    dist.destroy_process_group()
+
+
+def time_all_reduce(args: argparse.Namespace, group: object, time_graph) -> list[dict]:
+    """Median microseconds per in-place float32 all-reduce on `group` at each size, eager and graph-replayed."""
+    import torch
+    import torch.distributed as dist
+
     results = []
     for size in sizes(args):
         tensor = torch.ones(size // 4, device="cuda")
         calls = max(5, min(200, (256 << 20) // size))
         for _ in range(5):
-            dist.all_reduce(tensor)
+            dist.all_reduce(tensor, group=group)
         samples = []
         for _ in range(args.repeats):
             dist.barrier()
@@ -88,25 +117,16 @@ def worker(args: argparse.Namespace) -> None:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             for _ in range(calls):
-                dist.all_reduce(tensor)
+                dist.all_reduce(tensor, group=group)
             end.record()
             end.synchronize()
             samples.append(start.elapsed_time(end) * 1000 / calls)
         eager = statistics.median(samples)
-        graph = time_graph(lambda t=tensor: dist.all_reduce(t), args.calls_per_graph, args.repeats, dist.barrier)
-        results.append({"bytes": size, "eager_us": eager, "graph_us": graph})
-    if dist.get_rank() == 0:
-        Path(args.worker).write_text(
-            json.dumps(
-                {
-                    "device": torch.cuda.get_device_name(),
-                    "torch": torch.__version__,
-                    "nccl": ".".join(str(part) for part in torch.cuda.nccl.version()),
-                    "results": results,
-                }
-            )
+        graph = time_graph(
+            lambda t=tensor: dist.all_reduce(t, group=group), args.calls_per_graph, args.repeats, dist.barrier
         )
-    dist.destroy_process_group()
+        results.append({"bytes": size, "eager_us": eager, "graph_us": graph})
+    return results
 
 
 class Side:
@@ -167,6 +187,7 @@ def run_torch(args: argparse.Namespace, side: Side) -> dict:
             str(args.max_bytes),
         ]
         command += ["--calls-per-graph", str(args.calls_per_graph), "--repeats", str(args.repeats)]
+        command += ["--split"] if args.split else []
         subprocess.run(command, check=True, env=env, timeout=3600)
         side.check_routes("torch")
         return json.loads(out.read_text())
@@ -216,16 +237,19 @@ def merge_torch(runs: list[dict]) -> dict:
     """One torch run's form, each size's times the medians over the runs (each run's own kept beside them,
     so that a spread or a trend across the runs can be read from the data)."""
     merged = dict(runs[0])
-    merged["results"] = [
-        {
-            "bytes": first["bytes"],
-            "eager_us": statistics.median(run["results"][i]["eager_us"] for run in runs),
-            "graph_us": statistics.median(run["results"][i]["graph_us"] for run in runs),
-            "eager_us_per_run": [run["results"][i]["eager_us"] for run in runs],
-            "graph_us_per_run": [run["results"][i]["graph_us"] for run in runs],
-        }
-        for i, first in enumerate(runs[0]["results"])
-    ]
+    for key in ("results", "split_results"):
+        if key not in runs[0]:
+            continue
+        merged[key] = [
+            {
+                "bytes": first["bytes"],
+                "eager_us": statistics.median(run[key][i]["eager_us"] for run in runs),
+                "graph_us": statistics.median(run[key][i]["graph_us"] for run in runs),
+                "eager_us_per_run": [run[key][i]["eager_us"] for run in runs],
+                "graph_us_per_run": [run[key][i]["graph_us"] for run in runs],
+            }
+            for i, first in enumerate(runs[0][key])
+        ]
     return merged
 
 
@@ -278,6 +302,23 @@ def write_report(args: argparse.Namespace, data: dict) -> None:
             f"| {human(a['bytes'])} | {a['eager_us']:.2f} | {b['eager_us']:.2f} | {a['eager_us'] / b['eager_us']:.2f} |"
             f" {a['graph_us']:.2f} | {b['graph_us']:.2f} | {a['graph_us'] / b['graph_us']:.2f} |"
         )
+    if "split_results" in loom:
+        lines += [
+            "",
+            "The same all-reduce on a group of the same ranks made by ncclCommSplit (`dist.new_group` with the default"
+            " group bound to the device), in the same processes; graph-replayed and eager microseconds, and the split"
+            " group's time over the default group's under the library (1.00: as fast):",
+            "",
+            "| size | NCCL split graph | Loom split graph | Loom split / default | NCCL split eager"
+            " | Loom split eager |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
+        rows = zip(plain["split_results"], loom["split_results"], loom["results"], strict=True)
+        for a, b, default in rows:
+            lines.append(
+                f"| {human(a['bytes'])} | {a['graph_us']:.2f} | {b['graph_us']:.2f} |"
+                f" {b['graph_us'] / default['graph_us']:.2f} | {a['eager_us']:.2f} | {b['eager_us']:.2f} |"
+            )
     if data.get("nccl_tests"):
         lines += [
             "",

@@ -13,6 +13,7 @@
 #   scripts/multi_gpu_run.sh comms       # splits and one process driving every GPU (issue 38); COMMS_CASES and
 #                                        # SPLIT_CASES narrow its one-process and shared-GPU steps
 #   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
+#   scripts/multi_gpu_run.sh split-bench # bench/nccl_bench.py --split: a split group's all-reduce beside the default's
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
 #   scripts/multi_gpu_run.sh launch-overlap  # graph replay and eager to 1 MiB, LOOM_PDL=0 and 1 interleaved
@@ -213,6 +214,11 @@ case $stage in
     export LD_LIBRARY_PATH
     step nccl_bench 480 python3 bench/nccl_bench.py --nproc "$gpus" --rounds 3 --nccl-tests build-gpu/nccl-tests/bin ${mpi:+--mpi} \
       --library build-gpu/executor/nccl/libloom_nccl.so --out "$out/nccl.md" --data "$out/nccl.json"
+    ;;
+  split-bench)
+    # Issue 38: the all-reduce on a group made by ncclCommSplit beside the default group's, NCCL and the library.
+    step split_bench 300 python3 bench/nccl_bench.py --nproc "$gpus" --split --max-bytes 268435456 \
+      --library build-gpu/executor/nccl/libloom_nccl.so --out "$out/nccl_split.md" --data "$out/nccl_split.json"
     ;;
   *)
     echo "unknown stage $stage" >&2

@@ -71,3 +71,17 @@ def test_nccl_tests_runs_keep_medians_and_the_most_wrong():
         {"bytes": 8, "out_of_place_us": 8.0, "out_of_place_wrong": "0", "in_place_us": 6.0, "in_place_wrong": "3"}
     ]
     assert nccl_bench.merge_nccl_tests([row(1.0, 1.0, "N/A"), row(1.0, 1.0, "0")])[0]["out_of_place_wrong"] == "0/N/A"
+
+
+def test_split_group_times_merge_beside_the_default_groups():
+    def run(split_graph):
+        return {
+            "device": "H100",
+            "results": [{"bytes": 1024, "eager_us": 20.0, "graph_us": 4.0}],
+            "split_results": [{"bytes": 1024, "eager_us": 21.0, "graph_us": split_graph}],
+        }
+
+    merged = nccl_bench.merge_torch([run(4.5), run(3.9), run(4.1)])
+    assert merged["split_results"][0]["graph_us"] == 4.1
+    assert merged["split_results"][0]["graph_us_per_run"] == [4.5, 3.9, 4.1]
+    assert merged["results"][0]["graph_us"] == 4.0
