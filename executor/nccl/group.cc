@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <exception>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "log.hpp"
@@ -29,8 +29,9 @@ struct GroupState {
 thread_local GroupState group;
 
 // The calls Loom runs, per communicator in the order they were made (the same on every rank). Calls
-// of several communicators (ranks driven by this one thread) run on a thread per communicator: a
-// Loom call may wait for its peers at setup, and the peers are the other communicators here.
+// of several communicators (ranks driven by this one thread) run side by side on each communicator's
+// kept thread (comm_worker.hpp): a Loom call may wait for its peers at setup, and the peers are the
+// other communicators here.
 ncclResult_t runHeld(const std::vector<Held>& calls) {
   std::vector<ncclComm*> comms;
   for (const Held& held : calls) {
@@ -51,9 +52,11 @@ ncclResult_t runHeld(const std::vector<Held>& calls) {
   if (comms.size() == 1) {
     runComm(0);
   } else {
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < comms.size(); ++i) threads.emplace_back(runComm, i);
-    for (auto& thread : threads) thread.join();
+    for (size_t i = 0; i < comms.size(); ++i) {
+      if (!comms[i]->worker) comms[i]->worker = std::make_unique<CommWorker>();
+      comms[i]->worker->start([&runComm, i] { runComm(i); });
+    }
+    for (ncclComm* comm : comms) comm->worker->finish();  // runComm keeps failures in `results`
   }
   for (ncclResult_t result : results) {
     if (result != ncclSuccess) return result;

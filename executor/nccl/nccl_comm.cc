@@ -488,6 +488,7 @@ void connectFinish(const std::vector<ncclComm*>& comms) {
 }
 
 void destroy(ncclComm* comm, bool abort) {
+  comm->worker.reset();
   if (comm->realComm != nullptr) {
     abort ? comm->real->ncclCommAbort(comm->realComm) : comm->real->ncclCommDestroy(comm->realComm);
     comm->realComm = nullptr;

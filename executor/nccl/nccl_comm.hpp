@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "comm_worker.hpp"
 #include "dispatch.hpp"
 #include "loom/bootstrap.hpp"
 #include "loom/communicator.hpp"
@@ -74,6 +75,8 @@ struct ncclComm {
   // without data passes this one. Old ones stay until the communicator goes: programs in flight use them.
   std::vector<std::shared_ptr<void>> spares;
   uint64_t spareBytes = 0;
+  // Runs this communicator's calls when a group holds calls of several communicators of this process.
+  std::unique_ptr<loom::nccl::CommWorker> worker;
 
   loom::nccl::Capabilities capabilities() const { return {executor != nullptr, realComm != nullptr, spareBytes}; }
 };
