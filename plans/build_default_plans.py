@@ -8,8 +8,9 @@ place. All-reduce, all-gather and reduce-scatter get one plan per message-size r
 table of that world size (loom.algorithms.tuned_sizes; the 2-rank one, scaled, where a world size has
 none of its own), and so does all-to-all where the table has rows of it; broadcast (root 0), send/recv
 and an all-to-all the table has no rows of get one plan for every size. Each plan is verified as it
-compiles (compile_algorithm's default). `loom install-plans` copies the folder into
-<cache root>/default, where the executor's plan registry loads it.
+compiles (compile_algorithm's default). `loom install-plans` (or the first loom.Communicator, or
+libloom_nccl.so on first use) installs them gzip-compressed, with an index, into <cache root>/default,
+where the executor's plan registry loads them (plans/README.md).
 """
 
 from __future__ import annotations

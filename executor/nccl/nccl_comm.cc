@@ -11,6 +11,7 @@
 #include <functional>
 #include <thread>
 
+#include "default_plans.hpp"
 #include "group.hpp"
 #include "log.hpp"
 #include "loom/error.hpp"
@@ -96,6 +97,7 @@ void connectLoomSide(ncclComm& comm) {
     comm.communicator =
         std::make_shared<Communicator>(comm.bootstrap, IbConfig::fromEnvironment(),
                                        comm.settings.cpuBackend ? Communicator::kHostOnly : comm.cudaDevice);
+    installDefaultPlansOnFirstUse(comm.cudaDevice);
     comm.executor = std::make_unique<Executor>(comm.communicator);
     comm.ranksPerNode = uint32_t(comm.communicator->localWorldSize());
   }

@@ -13,6 +13,7 @@
 
 #include "bindings.hpp"
 #include "loom/data_type.hpp"
+#include "loom/default_plans.hpp"
 #include "loom/error.hpp"
 #include "loom/plan_registry.hpp"
 
@@ -76,7 +77,7 @@ Selector wrapSelector(py::function function) {
     py::gil_scoped_acquire gil;
     py::object chosen = function(request);
     if (chosen.is_none()) return nullptr;
-    if (py::isinstance<RegisteredPlan>(chosen)) return chosen.cast<MutableEntry>()->plan;
+    if (py::isinstance<RegisteredPlan>(chosen)) return chosen.cast<MutableEntry>()->plan();
     if (py::isinstance<Plan>(chosen)) return chosen.cast<std::shared_ptr<Plan>>();
     throw invalid("selector: must return one of request.candidates, a loom.Plan or None, got " +
                   std::string(py::str(py::type::of(chosen).attr("__name__"))));
@@ -93,7 +94,7 @@ Selector wrapSelector(py::function function) {
 void bindRegistry(py::module_& module) {
   py::class_<RegisteredPlan, MutableEntry>(module, "PlanEntry", "A registered plan and the metadata it is selected by.")
       .def_property_readonly("name", [](const RegisteredPlan& e) { return e.info.name; })
-      .def_property_readonly("plan", [](const RegisteredPlan& e) { return std::const_pointer_cast<Plan>(e.plan); })
+      .def_property_readonly("plan", [](const RegisteredPlan& e) { return std::const_pointer_cast<Plan>(e.plan()); })
       .def_property_readonly("collective", [](const RegisteredPlan& e) { return std::string(collectiveName(e.info.collective)); })
       .def_property_readonly("world_size", [](const RegisteredPlan& e) { return e.info.worldSize; })
       .def_property_readonly("ranks_per_node", [](const RegisteredPlan& e) { return e.info.ranksPerNode; })
@@ -215,9 +216,20 @@ void bindRegistry(py::module_& module) {
       [](const std::string& directory, const std::string& source) {
         return PlanRegistry::global().loadDirectory(directory, parseSource(source));
       },
-      py::arg("directory"), py::arg("source") = "user", "Registers every *.json there; returns the files skipped.");
+      py::arg("directory"), py::arg("source") = "user",
+      "Registers every *.json and *.json.gz there; returns the files skipped.");
   module.def("registry_load_default_plans", [] { return PlanRegistry::global().ensureDefaultPlansLoaded(); },
              "Loads <cache root>/default once (per root); returns the files skipped.");
+  // loom.runtime.install_plans: the one installer, shared with libloom_nccl.so (loom/default_plans.hpp).
+  module.def("install_default_plans", &installDefaultPlans, py::arg("bundled"), py::arg("target"),
+             py::arg("force") = false, py::call_guard<py::gil_scoped_release>(),
+             "Installs the bundled plans into target; returns the installed files.");
+  module.def("ensure_default_plans_installed", &ensureDefaultPlansInstalled, py::arg("bundled"), py::arg("target"),
+             py::call_guard<py::gil_scoped_release>(),
+             "Installs the bundled plans into target unless its stamp says they are there; True when it did.");
+  module.def("installed_stamp", &installedStamp, py::arg("bundled"),
+             "What target/.installed holds once the plans of bundled are installed there.");
+  module.attr("INSTALLED_STAMP_NAME") = kInstalledStampName;
   module.def("registry_stats", [] {
     RegistryStats stats = PlanRegistry::global().stats();
     py::dict out;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "gzip.hpp"
 #include "loom/error.hpp"
 #include "plan_decoder.hpp"
 #include "plan_validation.hpp"
@@ -146,6 +147,12 @@ Plan Plan::load(const std::string& path) {
   file.seekg(0);
   if (!file.read(text.data(), size)) {
     throw Error(ErrorCategory::kSystem, "cannot read plan file '" + path + "': " + std::strerror(errno));
+  }
+  // Installed bundled plans are gzip files (NAME.json.gz); any plan file may be. Told apart by content,
+  // not by name: JSON never starts with gzip's magic number.
+  if (isGzip(std::string_view(text.data(), text.size()))) {
+    const std::string json = gzipDecompress(std::string_view(text.data(), text.size()), maxPlanBytes(), path);
+    return decodeAndValidate(simdjson::padded_string(json), path);
   }
   return decodeAndValidate(text, path);
 }

@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
+#include <unordered_map>
 
 #include "loom/cache_dir.hpp"
 #include "loom/error.hpp"
+#include "plan_index.hpp"
 
 namespace loom {
 namespace {
@@ -34,6 +36,47 @@ std::string describe(const SelectionRequest& request) {
 }
 
 }  // namespace
+
+struct RegisteredPlan::Deferred {
+  std::string path;
+  std::mutex mutex;  // one thread decodes; the others wait for its plan
+  std::shared_ptr<const Plan> plan;
+  std::string error;  // why it failed, kept so that a broken file is read once
+};
+
+RegisteredPlan::RegisteredPlan(PlanInfo info, std::shared_ptr<const Plan> plan, uint64_t sequence)
+    : info(std::move(info)), sequence(sequence), plan_(std::move(plan)) {}
+
+RegisteredPlan::RegisteredPlan(PlanInfo info, std::string path, uint64_t sequence)
+    : info(std::move(info)), sequence(sequence), deferred_(std::make_shared<Deferred>()) {
+  deferred_->path = std::move(path);
+}
+
+std::shared_ptr<const Plan> RegisteredPlan::plan() const {
+  if (!deferred_) return plan_;
+  std::lock_guard lock(deferred_->mutex);
+  if (!deferred_->plan && deferred_->error.empty()) {
+    try {
+      auto plan = std::make_shared<const Plan>(Plan::load(deferred_->path));
+      if (std::string field = planInfoMismatch(info, *plan); !field.empty()) {
+        deferred_->error = deferred_->path + ": its " + field + " is not what " + std::string(kPlanIndexName) +
+                           " says (a file replaced since it was installed? `loom install-plans --force` "
+                           "reinstalls the bundled plans)";
+      } else {
+        deferred_->plan = std::move(plan);
+      }
+    } catch (const std::exception& e) {
+      deferred_->error = e.what();
+    }
+  }
+  if (!deferred_->error.empty()) throw Error(ErrorCategory::kInvalidPlan, deferred_->error);
+  return deferred_->plan;
+}
+
+const std::string& RegisteredPlan::path() const {
+  static const std::string none;
+  return deferred_ ? deferred_->path : none;
+}
 
 std::string_view planSourceName(PlanSource source) { return source == PlanSource::kUser ? "user" : "bundled"; }
 
@@ -100,10 +143,18 @@ PlanEntry PlanRegistry::add(std::shared_ptr<const Plan> plan, PlanInfo info, boo
   if (!replace && plans_.count(info.name) != 0) {
     throw invalid("name: a plan named '" + info.name + "' is registered already (unregister it, or replace it)");
   }
-  auto entry = std::make_shared<RegisteredPlan>(RegisteredPlan{std::move(info), std::move(plan), ++sequence_});
+  auto entry = std::make_shared<RegisteredPlan>(std::move(info), std::move(plan), ++sequence_);
   plans_[entry->info.name] = entry;
   invalidateLocked();
   return entry;
+}
+
+void PlanRegistry::addDeferred(PlanInfo info, std::string path) {
+  std::unique_lock lock(mutex_);
+  if (plans_.count(info.name) != 0) return;  // as loadDirectory does for decoded plans: the first one stays
+  auto entry = std::make_shared<RegisteredPlan>(std::move(info), std::move(path), ++sequence_);
+  plans_[entry->info.name] = entry;
+  invalidateLocked();
 }
 
 bool PlanRegistry::remove(const std::string& name) {
@@ -198,8 +249,8 @@ std::shared_ptr<const Plan> PlanRegistry::select(const SelectionRequest& request
   if (selector) {
     selectorCalls_.fetch_add(1, std::memory_order_relaxed);
     chosen = selector(full);
-  } else if (!full.candidates.empty()) {
-    chosen = full.candidates.front()->plan;
+  } else {
+    chosen = firstThatLoads(full.candidates);
   }
   std::unique_lock lock(mutex_);
   if (generation == generation_) {
@@ -207,6 +258,24 @@ std::shared_ptr<const Plan> PlanRegistry::select(const SelectionRequest& request
     cache_.emplace(key, chosen);
   }
   return chosen;
+}
+
+std::shared_ptr<const Plan> PlanRegistry::firstThatLoads(const std::vector<PlanEntry>& candidates) {
+  for (const PlanEntry& entry : candidates) {
+    try {
+      return entry->plan();
+    } catch (const std::exception& e) {
+      // As a file that fails when its folder is loaded: reported, left out, and the job goes on.
+      std::fprintf(stderr, "loom: skipped %s plan %s\n", std::string(planSourceName(entry->info.source)).c_str(),
+                   e.what());
+      std::unique_lock lock(mutex_);
+      if (auto it = plans_.find(entry->info.name); it != plans_.end() && it->second == entry) {
+        plans_.erase(it);
+        invalidateLocked();
+      }
+    }
+  }
+  return nullptr;
 }
 
 std::shared_ptr<const Plan> PlanRegistry::selectOrThrow(const SelectionRequest& request) {
@@ -238,10 +307,28 @@ std::vector<std::string> PlanRegistry::loadDirectory(const std::string& director
   if (!std::filesystem::is_directory(directory, error)) return skipped;
   std::vector<std::filesystem::path> files;
   for (const auto& item : std::filesystem::directory_iterator(directory, error)) {
-    if (item.path().extension() == ".json") files.push_back(item.path());
+    const std::string name = item.path().filename().string();
+    if (name.ends_with(".json") || name.ends_with(".json.gz")) files.push_back(item.path());
   }
   std::sort(files.begin(), files.end());  // a stable registration order, so ties break the same way everywhere
+  std::unordered_map<std::string, PlanIndexEntry> indexed;
+  const std::filesystem::path indexPath = std::filesystem::path(directory) / kPlanIndexName;
+  if (std::filesystem::exists(indexPath, error)) {
+    try {
+      for (PlanIndexEntry& entry : readPlanIndex(indexPath.string())) indexed.emplace(entry.file, std::move(entry));
+    } catch (const std::exception& e) {
+      skipped.push_back(e.what() + std::string(" (its plans are decoded now instead)"));
+    }
+  }
   for (const auto& path : files) {
+    std::error_code sizeError;
+    if (auto it = indexed.find(path.filename().string());
+        it != indexed.end() && std::filesystem::file_size(path, sizeError) == it->second.fileBytes && !sizeError) {
+      PlanInfo info = it->second.info;
+      info.source = source;
+      addDeferred(std::move(info), path.string());
+      continue;
+    }
     try {
       auto plan = std::make_shared<const Plan>(Plan::load(path.string()));
       if (find(plan->name)) continue;

@@ -178,7 +178,7 @@ TEST(Selection, CustomSelectorSeesTheCandidatesOncePerKey) {
     ++calls;
     seen.clear();
     for (const PlanEntry& entry : request.candidates) seen.push_back(entry->info.name);
-    return request.messageBytes == 2048 ? nullptr : request.candidates.back()->plan;  // the widest
+    return request.messageBytes == 2048 ? nullptr : request.candidates.back()->plan();  // the widest
   });
   EXPECT_EQ(nameOf(registry.select(allReduce(4096))), "wide");
   EXPECT_EQ(seen, (std::vector<std::string>{"narrow", "wide"}));

@@ -4,10 +4,17 @@ side ever takes the variable for the `default` folder itself."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
-from loom.runtime.install_plans import STAMP_NAME, bundled_plans, ensure_default_plans_installed, install_default_plans
+from loom.runtime.install_plans import (
+    STAMP_NAME,
+    bundled_plans,
+    ensure_default_plans_installed,
+    install_default_plans,
+    installed_name,
+)
 from loom.tools import cli
 
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
@@ -80,14 +87,14 @@ def test_a_communicator_installs_the_bundled_plans_on_first_use(monkeypatch, tmp
         return Communicator(bootstrap, host_only=True).world_size
 
     assert run_ranks(2, None, body) == {0: 2, 1: 2}
-    assert sorted(path.name for path in folder.glob("*.json")) == [path.name for path in PLANS]
+    assert sorted(path.name for path in folder.glob("*.json.gz")) == [installed_name(path) for path in PLANS]
     assert (folder / STAMP_NAME).read_text().startswith("loom ")
     assert _bundled_in_registry() == _plan_names(PLANS)
     assert not ensure_default_plans_installed()  # the stamp matches: nothing to do
     (folder / STAMP_NAME).write_text("loom 0.0.0 (an older version)\n")
-    (folder / PLANS[0].name).write_text("{ damaged")
+    (folder / installed_name(PLANS[0])).write_text("{ damaged")
     assert ensure_default_plans_installed()  # another version's stamp: installed again
-    assert (folder / PLANS[0].name).read_bytes() == PLANS[0].read_bytes()
+    assert gzip.decompress((folder / installed_name(PLANS[0])).read_bytes()) == PLANS[0].read_bytes()
 
 
 def test_loom_default_plans_zero_turns_installer_and_loader_off(monkeypatch, tmp_path, empty_root_afterwards):

@@ -36,7 +36,7 @@ def test_the_demo_runs_the_whole_path_on_the_cpu_backend(tmp_path):
     )
     assert table[("all-gather", "1", "KiB")].startswith("allgather_fullmesh_packet_4r")
     assert lines[-1] == "ok: 4 of 4 results matched the float64 reference"
-    assert any((tmp_path / "cache" / "default").glob("*.json"))
+    assert any((tmp_path / "cache" / "default").glob("*.json.gz"))
     # The second run reads the plan back from the JIT cache.
     second = _demo(tmp_path, "--cpu", "--sizes", "1K", "--repeats", "1")
     assert second.returncode == 0, second.stdout + second.stderr

@@ -472,3 +472,31 @@ def test_shrink_leaves_ranks_out(tmp_path: Path) -> None:
 def test_split_arguments_are_checked(tmp_path: Path) -> None:
     results = _results(_drive(tmp_path, "threads", "2", "enter:-5,0;leave", LOOM_NCCL_DEBUG="WARN"))
     assert results["0 enter:-5,0"].startswith("ncclInvalidArgument | ncclCommSplit: color: -5"), results
+
+
+def test_a_fresh_cache_gets_the_bundled_plans_from_the_library_itself(tmp_path: Path, monkeypatch) -> None:
+    # An application that only preloads the library has no Python package to install the plans: the
+    # first communicator installs them (one rank of the host; the other waits), and the call runs on one.
+    from loom.runtime.install_plans import bundled_plans, ensure_default_plans_installed, installed_name
+
+    steps = "allreduce:1024:float32:sum:check"
+    output = _drive(tmp_path, "threads", "2", steps, LOOM_CACHE_DIR=str(tmp_path / "fresh"))
+    results = _results(output)
+    assert results[f"0 {steps}"] == results[f"1 {steps}"] == "ncclSuccess check ok", output
+    assert output.count("installed the bundled Loom plans of ") == 1, output
+    assert f"into {tmp_path / 'fresh' / 'default'}" in output
+    assert "Loom plan 'allreduce_allpairs_packet_2r" in output
+    assert "no Loom plans are registered" not in output
+    folder = tmp_path / "fresh" / "default"
+    assert sorted(path.name for path in folder.glob("*.json.gz")) == [installed_name(path) for path in bundled_plans()]
+    assert not list(folder.glob("*.json"))
+    # The Python installer takes the library's install for its own, and the library the Python one's.
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path / "fresh"))
+    assert not ensure_default_plans_installed()
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path / "python"))
+    assert ensure_default_plans_installed()
+    again = _drive(tmp_path, "threads", "2", steps, LOOM_CACHE_DIR=str(tmp_path / "python"))
+    assert "installed the bundled Loom plans" not in again and "Loom plan 'allreduce_allpairs_packet_2r" in again
+    # LOOM_DEFAULT_PLANS=0: nothing installed, every call forwarded.
+    off = _drive(tmp_path, "threads", "2", steps, LOOM_CACHE_DIR=str(tmp_path / "off"), LOOM_DEFAULT_PLANS="0")
+    assert not (tmp_path / "off").exists() and "no Loom plans are registered" in off

@@ -3,8 +3,9 @@
 ``LOOM_CACHE_DIR`` always names the cache *root*, never its ``default`` folder; without it (or when it
 is empty) the root is ``~/.cache/loom``. Under the root:
 
-- ``default/``: the bundled default plans, written by ``loom install-plans``. The C++ plan registry
-  reads ``<root>/default/*.json`` (executor/src/cache_dir.cc follows the same rule as this module).
+- ``default/``: the bundled default plans, ``NAME.json.gz`` with an index, written by ``loom install-plans``
+  (or on first use: :mod:`loom.runtime.install_plans`). The C++ plan registry reads
+  ``<root>/default/*.json`` and ``*.json.gz`` (executor/src/cache_dir.cc follows the same rule as this module).
 - ``jit/``: plans compiled on demand by :func:`loom.compiler.jit.jit_compile`, one file per cache key.
 
 ``LOOM_DEFAULT_PLANS=0`` (or false, no, off) turns the bundled plans off: the registry loads none and a
@@ -54,8 +55,8 @@ def jit_dir() -> Path:
 def write_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
 
-    The temporary file starts with a dot and does not end in ``.json``, so the plan loader, which reads
-    ``*.json``, never picks it up; ``os.replace`` then swaps the complete file in at once.
+    The temporary file starts with a dot and ends in ``.tmp``, so the plan loader, which reads ``*.json``
+    and ``*.json.gz``, never picks it up; ``os.replace`` then swaps the complete file in at once.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = tempfile.NamedTemporaryFile(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from loom.native import native_module
 from loom.plan.schema import check_schema
 
 _BOM_DETAIL = "invalid JSON: the file starts with a byte order mark (U+FEFF); JSON text must not"
+_GZIP_MAGIC = b"\x1f\x8b"  # never the start of JSON text: 0x1f is not JSON whitespace
 DEFAULT_MAX_PLAN_BYTES = 32 << 20  # the native decoder's limit; keep in step with plan.hpp
 
 
@@ -27,8 +29,32 @@ def max_plan_bytes() -> int:
     return int(text)
 
 
+def _gunzip(raw: bytes, limit: int, origin: str) -> bytes:
+    """The data of a gzip file (every member), as the native loader reads it (executor/src/gzip.cc)."""
+    out = bytearray()
+    while raw:
+        stream = zlib.decompressobj(wbits=31)
+        try:
+            out += stream.decompress(raw, limit + 1 - len(out))
+        except zlib.error as error:
+            raise PlanError(f"invalid gzip data: {error}", "$", origin) from None
+        if len(out) > limit:
+            raise PlanError(
+                f"the plan is over the limit of {limit} bytes once decompressed (LOOM_MAX_PLAN_BYTES raises it)",
+                "$",
+                origin,
+            )
+        if not stream.eof:
+            raise PlanError("invalid gzip data: the file ends inside the compressed stream (truncated?)", "$", origin)
+        raw = stream.unused_data
+    return bytes(out)
+
+
 def read_plan_json(path: str | os.PathLike[str]) -> Any:
-    """Read a plan file into Python objects, raising PlanError for size, encoding and syntax."""
+    """Read a plan file into Python objects, raising PlanError for size, encoding and syntax.
+
+    The file holds plan JSON, or gzip-compressed plan JSON (how the bundled plans are installed,
+    ``NAME.json.gz``); the size limit applies to the JSON."""
     origin = str(path)
     try:
         size = Path(path).stat().st_size
@@ -41,6 +67,8 @@ def read_plan_json(path: str | os.PathLike[str]) -> Any:
             f"the plan is {size} bytes, over the limit of {limit} bytes (LOOM_MAX_PLAN_BYTES raises it)", "$", origin
         )
     raw = Path(path).read_bytes()
+    if raw.startswith(_GZIP_MAGIC):
+        raw = _gunzip(raw, limit, origin)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

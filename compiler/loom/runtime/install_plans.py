@@ -1,16 +1,21 @@
 """Install the bundled default plans into the cache, where the executor's plan registry loads them.
 
 The plans are generated into plans/default/*.json of the source tree (plans/build_default_plans.py);
-a wheel carries them as loom/default_plans/*.json (an install rule in CMakeLists.txt). The installer
-copies them into ``<cache root>/default`` (:func:`loom.plan.cache.default_plans_dir`), one file at a time
-through a temporary file and a rename, and removes plans a previous version installed that are no
-longer bundled. Running it again changes nothing.
+a wheel carries them gzip-compressed as loom/default_plans/*.json.gz (an install rule in CMakeLists.txt).
+The installer puts each one into ``<cache root>/default`` (:func:`loom.plan.cache.default_plans_dir`) as
+``NAME.json.gz``, beside ``.index`` (what the registry selects each plan by, so that a process decodes a
+plan only when it first runs it) and the stamp ``.installed`` (the Loom version, the layout, and every
+bundled plan's name and size). Every file is written through a temporary file and a rename; plans a
+previous version installed that are no longer bundled are removed. Running it again changes nothing.
+
+The installer itself is C++ (``executor/src/default_plans_install.cc``), shared with libloom_nccl.so,
+which installs the plans the same way when an application that only preloads it initialises NCCL: each
+accepts the other's install. This module finds the bundled plans of the package and calls it.
 
 A wheel cannot run code when it is installed, so :func:`ensure_default_plans_installed` (called when a
 ``loom.Communicator`` is created) installs them on first use: when ``<cache root>/default`` lacks the
-stamp of this package's plans (``.installed``: the loom version and every bundled plan's name and size),
-it installs them and writes the stamp. After an upgrade the stamp differs, so the new plans replace the
-old ones.
+stamp of this package's plans, it installs them. After an upgrade the stamp differs, so the new plans
+replace the old ones.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ import sys
 from pathlib import Path
 
 from loom.errors import LoomError
-from loom.plan.cache import default_plans_dir, default_plans_enabled, write_atomically
-from loom.version import __version__
+from loom.native import native_module
+from loom.plan.cache import default_plans_dir, default_plans_enabled
 
-STAMP_NAME = ".installed"
+STAMP_NAME = ".installed"  # kInstalledStampName of loom/default_plans.hpp
+INDEX_NAME = ".index"  # kPlanIndexName of executor/src/plan_index.hpp
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the loom package
+_PLAN_PATTERNS = ("*.json", "*.json.gz")
 
 
 def bundled_plans_dir() -> Path:
@@ -34,7 +41,7 @@ def bundled_plans_dir() -> Path:
     are the ones `python plans/build_default_plans.py` keeps current.
     """
     for candidate in (_PACKAGE_DIR / "default_plans", _PACKAGE_DIR.parents[1] / "plans" / "default"):
-        if any(candidate.glob("*.json")):
+        if any(any(candidate.glob(pattern)) for pattern in _PLAN_PATTERNS):
             return candidate
     raise LoomError(
         "the bundled default plans are neither in the loom package (loom/default_plans) nor in a source"
@@ -43,33 +50,28 @@ def bundled_plans_dir() -> Path:
 
 
 def bundled_plans() -> list[Path]:
-    """Every bundled plan file, sorted by name."""
-    return sorted(bundled_plans_dir().glob("*.json"))
+    """Every bundled plan file (``*.json`` in a checkout, ``*.json.gz`` in a wheel), sorted by name."""
+    folder = bundled_plans_dir()
+    return sorted(path for pattern in _PLAN_PATTERNS for path in folder.glob(pattern))
+
+
+def installed_name(bundled: Path) -> str:
+    """The name a bundled plan file has once installed: ``NAME.json.gz``."""
+    return bundled.name if bundled.name.endswith(".gz") else bundled.name + ".gz"
 
 
 def install_default_plans(target: Path | None = None, *, force: bool = False) -> list[Path]:
-    """Copy the bundled plans into ``target``; return the installed plan files, sorted.
+    """Install the bundled plans into ``target``; return the installed plan files, sorted.
 
-    ``target`` is the folder that receives the ``*.json`` files, ``<cache root>/default`` by default
+    ``target`` is the folder that receives the ``*.json.gz`` files, ``<cache root>/default`` by default
     (``default_plans_dir()``); to install under another cache root, pass ``root / "default"``. A file
-    that already has the bundled content is left alone (so a process loading the folder meanwhile sees
-    no change) unless ``force``; ``*.json`` files in ``target`` that are not bundled are removed.
+    that already holds its plan is left alone (so a process loading the folder meanwhile sees no change)
+    unless ``force``; ``*.json`` and ``*.json.gz`` files in ``target`` that are not bundled plans are
+    removed. The index and the stamp are written last.
     """
     target = default_plans_dir() if target is None else Path(target)
-    sources = bundled_plans()
-    target.mkdir(parents=True, exist_ok=True)
-    installed = []
-    for source in sources:
-        destination = target / source.name
-        text = source.read_text(encoding="utf-8")
-        if force or not _has_text(destination, text):
-            write_atomically(destination, text)
-        installed.append(destination)
-    bundled_names = {source.name for source in sources}
-    for stale in target.glob("*.json"):
-        if stale.name not in bundled_names:
-            stale.unlink(missing_ok=True)  # another rank of this host may have removed it already
-    return installed
+    bundled = bundled_plans_dir()
+    return [Path(path) for path in native_module().install_default_plans(str(bundled), str(target), force)]
 
 
 def ensure_default_plans_installed() -> bool:
@@ -77,33 +79,24 @@ def ensure_default_plans_installed() -> bool:
 
     Returns True when it installed them. Nothing happens with ``LOOM_DEFAULT_PLANS=0``. A cache that
     cannot be written is reported on stderr and left alone (the job then runs with the plans it finds,
-    or the user's own).
+    or the user's own). Processes of one host that call it at once install the plans once.
     """
     if not default_plans_enabled():
         return False
     target = default_plans_dir()
     try:
-        stamp = _stamp()
-        if _has_text(target / STAMP_NAME, stamp):
-            return False
-        install_default_plans(target)
-        write_atomically(target / STAMP_NAME, stamp)
-        return True
+        return native_module().ensure_default_plans_installed(str(bundled_plans_dir()), str(target))
     except (OSError, LoomError) as error:
         print(f"loom: cannot install the bundled default plans into {target}: {error}", file=sys.stderr)
         return False
 
 
-def _stamp() -> str:
-    lines = [f"loom {__version__}"] + [f"{path.name} {path.stat().st_size}" for path in bundled_plans()]
-    return "\n".join(lines) + "\n"
-
-
-def _has_text(path: Path, text: str) -> bool:
-    try:
-        return path.read_text(encoding="utf-8") == text
-    except (OSError, UnicodeDecodeError):
-        return False
-
-
-__all__ = ["bundled_plans", "bundled_plans_dir", "ensure_default_plans_installed", "install_default_plans"]
+__all__ = [
+    "INDEX_NAME",
+    "STAMP_NAME",
+    "bundled_plans",
+    "bundled_plans_dir",
+    "ensure_default_plans_installed",
+    "install_default_plans",
+    "installed_name",
+]

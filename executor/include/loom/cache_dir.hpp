@@ -2,8 +2,9 @@
 
 // Loom's cache directory. LOOM_CACHE_DIR names the cache root (never its `default` folder); without
 // it the root is ~/.cache/loom. Bundled plans live in <root>/default (installed by
-// `loom install-plans`), JIT-compiled plans in <root>/jit. LOOM_DEFAULT_PLANS=0 (or false, no, off) turns the
-// bundled plans off (only the user's plans are selected). compiler/loom/plan/cache.py follows the same rules.
+// `loom install-plans`, or on first use: default_plans.hpp), JIT-compiled plans in <root>/jit.
+// LOOM_DEFAULT_PLANS=0 (or false, no, off) turns the bundled plans off (only the user's plans are
+// selected). compiler/loom/plan/cache.py follows the same rules.
 
 #include <string>
 

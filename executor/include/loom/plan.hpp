@@ -158,6 +158,8 @@ struct Plan {
   // Decode and check a plan. Throws PlanError naming the JSON path of the first problem.
   // `origin` names the text in messages (a file path, or "<memory>").
   static Plan parse(std::string_view json, const std::string& origin = "<memory>");
+  // A file of plan JSON, or of gzip-compressed plan JSON (how the bundled plans are installed,
+  // NAME.json.gz); errors name the file. LOOM_MAX_PLAN_BYTES bounds the JSON, decompressed.
   static Plan load(const std::string& path);
 
   // The program of one rank (gpus are not required to be listed in rank order).

@@ -50,10 +50,28 @@ struct PlanInfo {
 };
 PlanInfo planInfoFrom(const Plan& plan, PlanSource source = PlanSource::kUser);
 
-struct RegisteredPlan {
+// A registered plan. Those of an installed plans folder with an index (the bundled plans) are registered
+// from the index and decoded on first use: decoding every one at start-up would cost each process that
+// creates an Executor the whole set, tens of MiB of JSON, where a job runs a few.
+class RegisteredPlan {
+ public:
+  RegisteredPlan(PlanInfo info, std::shared_ptr<const Plan> plan, uint64_t sequence);
+  // Deferred: the plan file `path` is decoded by the first plan() call.
+  RegisteredPlan(PlanInfo info, std::string path, uint64_t sequence);
+
   PlanInfo info;
-  std::shared_ptr<const Plan> plan;
   uint64_t sequence = 0;  // registration order
+
+  // The plan. A deferred one is decoded now if it was not yet; a file that fails to load, or no longer
+  // matches `info`, throws an error naming the file (again on every later call).
+  std::shared_ptr<const Plan> plan() const;
+  // The file of a deferred plan ("" for one registered decoded).
+  const std::string& path() const;
+
+ private:
+  struct Deferred;
+  std::shared_ptr<const Plan> plan_;
+  std::shared_ptr<Deferred> deferred_;
 };
 using PlanEntry = std::shared_ptr<const RegisteredPlan>;
 
@@ -117,8 +135,12 @@ class PlanRegistry {
   // The candidates of `request` in the default order (what the selector is handed).
   std::vector<PlanEntry> candidates(const SelectionRequest& request) const;
 
-  // Registers every *.json in `directory` as `source` plans, skipping names already registered.
-  // Files that fail to load are skipped and returned as "path: error" lines.
+  // Registers every *.json and *.json.gz in `directory` as `source` plans, skipping names already
+  // registered. A file its folder's index (.index, written by the installer, default_plans.hpp) lists
+  // at its present size is registered from the index and decoded on first use; any other is decoded
+  // now. Files that fail to load are skipped and returned as "path: error" lines; a deferred plan that
+  // fails when it is first selected by the default selector is reported on stderr, unregistered, and
+  // the next candidate taken.
   std::vector<std::string> loadDirectory(const std::string& directory, PlanSource source);
   // Loads <cache root>/default once per process and cache root (later calls return at once, unless
   // LOOM_CACHE_DIR now names another root); returns its skip list.
@@ -145,6 +167,8 @@ class PlanRegistry {
   };
   static CacheKey keyOf(const SelectionRequest& request);
   std::vector<PlanEntry> candidatesLocked(const SelectionRequest& request) const;
+  void addDeferred(PlanInfo info, std::string path);
+  std::shared_ptr<const Plan> firstThatLoads(const std::vector<PlanEntry>& candidates);
   void invalidateLocked();
 
   mutable std::shared_mutex mutex_;

@@ -1,0 +1,225 @@
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "gzip.hpp"
+#include "loom/default_plans.hpp"
+#include "loom/error.hpp"
+#include "loom/plan.hpp"
+#include "loom/plan_registry.hpp"
+#include "plan_index.hpp"
+
+// Set by executor/CMakeLists.txt for this file alone.
+#ifndef LOOM_VERSION
+#error "LOOM_VERSION (the project version) is not defined"
+#endif
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The second line of the stamp: how the plans are installed. A folder installed another way (by a
+// Loom that wrote plain NAME.json files and no index) has another stamp, so it is installed again.
+constexpr char kLayout[] = "layout NAME.json.gz, .index";
+constexpr char kLockName[] = ".install.lock";
+
+Error systemError(const std::string& what, const fs::path& path, int code) {
+  return Error(ErrorCategory::kSystem, what + " '" + path.string() + "': " + std::strerror(code));
+}
+
+std::optional<std::string> readFile(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return std::nullopt;
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) throw systemError("cannot read", path, errno);
+  return text.str();
+}
+
+// The whole file or nothing: written under a temporary name that the registry does not read (it
+// starts with a dot and ends in .tmp), then renamed over `path`.
+void writeAtomically(const fs::path& path, std::string_view bytes) {
+  std::string name = path.filename().string();  // appended to, not "." + name: GCC 12 warns wrongly there
+  name.insert(0, 1, '.');
+  name += ".XXXXXX.tmp";
+  std::string temporary = (path.parent_path() / name).string();
+  const int fd = mkstemps(temporary.data(), 4);
+  if (fd < 0) throw systemError("cannot create a file in", path.parent_path(), errno);
+  int failure = fchmod(fd, 0644) == 0 ? 0 : errno;  // mkstemps makes it private; a shared cache must be readable
+  for (size_t done = 0; failure == 0 && done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) failure = n < 0 ? errno : EIO;
+    if (n > 0) done += size_t(n);
+  }
+  if (::close(fd) != 0 && failure == 0) failure = errno;
+  if (failure == 0 && std::rename(temporary.c_str(), path.c_str()) != 0) failure = errno;
+  if (failure != 0) {
+    ::unlink(temporary.c_str());
+    throw systemError("cannot write", path, failure);
+  }
+}
+
+bool isPlanFile(const std::string& name) { return name.ends_with(".json") || name.ends_with(".json.gz"); }
+
+std::string installedName(const std::string& bundledName) {
+  return bundledName.ends_with(".gz") ? bundledName : bundledName + ".gz";
+}
+
+// Whether `existing` (an installed file) already holds `json`.
+bool holds(const std::optional<std::string>& existing, const std::string& json) {
+  if (!existing || !isGzip(*existing)) return false;
+  try {
+    return gzipDecompress(*existing, json.size(), "<installed>") == json;
+  } catch (const Error&) {
+    return false;  // damaged, or longer than the plan: written again
+  }
+}
+
+// flock on <target>/.install.lock, held for the object's life: ranks of one host that all find no
+// stamp install one after another, and the later ones find the stamp.
+class InstallLock {
+ public:
+  explicit InstallLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) throw systemError("cannot open", path, errno);
+    // Where the file system has no locks (ENOLCK, some network mounts) it goes on unlocked: every
+    // write is atomic, so ranks installing at once only repeat each other's work.
+    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~InstallLock() { ::close(fd_); }
+  InstallLock(const InstallLock&) = delete;
+  InstallLock& operator=(const InstallLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+bool hasPlans(const fs::path& folder) {
+  std::error_code error;
+  for (const auto& item : fs::directory_iterator(folder, error)) {
+    if (isPlanFile(item.path().filename().string())) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string bundledPlansDirectory() {
+  std::vector<fs::path> candidates;
+#ifdef LOOM_SOURCE_PLANS_DIR
+  candidates.emplace_back(LOOM_SOURCE_PLANS_DIR);
+#endif
+  Dl_info library{};
+  if (dladdr(reinterpret_cast<void*>(&bundledPlansDirectory), &library) != 0 && library.dli_fname != nullptr) {
+    candidates.push_back(fs::absolute(library.dli_fname).parent_path() / "default_plans");
+  }
+  std::string looked;
+  for (const fs::path& candidate : candidates) {
+    if (hasPlans(candidate)) return candidate.string();
+    looked += (looked.empty() ? "" : ", ") + candidate.string();
+  }
+  throw Error(ErrorCategory::kInvalidArgument,
+              "the bundled default plans are not where this Loom was built or installed (looked in " + looked +
+                  "); in a source checkout, run python plans/build_default_plans.py");
+}
+
+std::vector<std::string> bundledPlanFiles(const std::string& bundled) {
+  std::vector<std::string> files;
+  std::error_code error;
+  for (const auto& item : fs::directory_iterator(bundled, error)) {
+    if (isPlanFile(item.path().filename().string()) && item.is_regular_file(error)) files.push_back(item.path());
+  }
+  std::sort(files.begin(), files.end());
+  // NAME.json and NAME.json.gz would install as one file: the first (NAME.json) is the plan.
+  std::set<std::string> seen;
+  std::erase_if(files, [&](const std::string& file) {
+    return !seen.insert(installedName(fs::path(file).filename().string())).second;
+  });
+  return files;
+}
+
+std::string installedStamp(const std::string& bundled) {
+  std::string stamp = std::string("loom ") + LOOM_VERSION + "\n" + kLayout + "\n";
+  for (const std::string& file : bundledPlanFiles(bundled)) {
+    std::error_code error;
+    const uintmax_t bytes = fs::file_size(file, error);
+    if (error) throw systemError("cannot read", file, error.value());
+    stamp += fs::path(file).filename().string() + " " + std::to_string(bytes) + "\n";
+  }
+  return stamp;
+}
+
+std::vector<std::string> installDefaultPlans(const std::string& bundled, const std::string& target, bool force) {
+  const std::vector<std::string> sources = bundledPlanFiles(bundled);
+  if (sources.empty()) throw Error(ErrorCategory::kInvalidArgument, "no bundled plans in '" + bundled + "'");
+  const std::string stamp = installedStamp(bundled);
+  std::error_code error;
+  fs::create_directories(target, error);
+  if (error) throw systemError("cannot create", target, error.value());
+
+  std::vector<std::string> installed;
+  std::vector<PlanIndexEntry> index;
+  for (const std::string& source : sources) {
+    const std::optional<std::string> raw = readFile(source);
+    if (!raw) throw systemError("cannot read", source, errno);
+    const std::string json = isGzip(*raw) ? gzipDecompress(*raw, maxPlanBytes(), source) : *raw;
+    const fs::path destination = fs::path(target) / installedName(fs::path(source).filename().string());
+    std::optional<std::string> existing = readFile(destination);
+    if (force || !holds(existing, json)) {
+      existing = isGzip(*raw) ? *raw : gzipCompress(json);
+      writeAtomically(destination, *existing);
+    }
+    installed.push_back(destination.string());
+    // A bundled plan that does not decode is installed all the same, but left out of the index: the
+    // registry then decodes it when it loads the folder, and reports why it skips it.
+    try {
+      const Plan plan = Plan::parse(json, source);
+      index.push_back(
+          PlanIndexEntry{destination.filename().string(), existing->size(), planInfoFrom(plan, PlanSource::kBundled)});
+    } catch (const Error&) {
+    }
+  }
+
+  std::set<std::string> names;
+  for (const std::string& file : installed) names.insert(fs::path(file).filename().string());
+  std::vector<fs::path> stale;
+  for (const auto& item : fs::directory_iterator(target, error)) {
+    const std::string name = item.path().filename().string();
+    if (isPlanFile(name) && names.count(name) == 0) stale.push_back(item.path());
+  }
+  for (const fs::path& path : stale) {
+    std::error_code ignored;  // another rank of this host may have removed it already
+    fs::remove(path, ignored);
+  }
+  writeAtomically(fs::path(target) / kPlanIndexName, planIndexText(index));
+  writeAtomically(fs::path(target) / kInstalledStampName, stamp);
+  return installed;
+}
+
+bool ensureDefaultPlansInstalled(const std::string& bundled, const std::string& target) {
+  const std::string stamp = installedStamp(bundled);
+  const fs::path stampPath = fs::path(target) / kInstalledStampName;
+  if (readFile(stampPath) == stamp) return false;
+  std::error_code error;
+  fs::create_directories(target, error);
+  if (error) throw systemError("cannot create", target, error.value());
+  InstallLock lock(fs::path(target) / kLockName);
+  if (readFile(stampPath) == stamp) return false;  // installed by another process while this one waited
+  installDefaultPlans(bundled, target);
+  return true;
+}
+
+}  // namespace loom
