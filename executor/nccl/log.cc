@@ -22,8 +22,9 @@ std::string hostName() {
   return text.substr(0, text.find('.'));
 }
 
-// %h and %p as NCCL_DEBUG_FILE takes them.
-std::string expand(const std::string& pattern) {
+}  // namespace
+
+std::string expandPathPattern(const std::string& pattern) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '%' && i + 1 < pattern.size() && (pattern[i + 1] == 'h' || pattern[i + 1] == 'p')) {
@@ -35,6 +36,8 @@ std::string expand(const std::string& pattern) {
   }
   return out;
 }
+
+namespace {
 
 const char* levelName(LogLevel value) {
   switch (value) {
@@ -58,7 +61,7 @@ void configureLog(const Settings& settings) {
   std::call_once(configured, [&] {
     level = settings.logLevel;
     if (!settings.logFile.empty() && settings.logLevel != LogLevel::kNone) {
-      if (FILE* file = std::fopen(expand(settings.logFile).c_str(), "w")) {
+      if (FILE* file = std::fopen(expandPathPattern(settings.logFile).c_str(), "w")) {
         output = file;
       }
     }

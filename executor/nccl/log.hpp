@@ -13,5 +13,7 @@ namespace loom::nccl {
 void configureLog(const Settings& settings);
 bool logEnabled(LogLevel level);
 void logLine(LogLevel level, int device, const std::string& message);
+// A file name with NCCL_DEBUG_FILE's %h (host name) and %p (process id) filled in.
+std::string expandPathPattern(const std::string& pattern);
 
 }  // namespace loom::nccl

@@ -485,12 +485,15 @@ void connectFinish(const std::vector<ncclComm*>& comms) {
     }
     if (!comm->bootstrap) continue;  // joined no communicator (NCCL_SPLIT_NOCOLOR)
     reportReady(*comm);
+    comm->coverage = CommunicatorCoverage::create(
+        {comm->serial, comm->origin, comm->rank, comm->worldSize, comm->cudaDevice}, comm->settings.statsFile);
     comm->ready = true;
   }
 }
 
 void destroy(ncclComm* comm, bool abort) {
   comm->worker.reset();
+  if (comm->coverage) comm->coverage->close();
   if (comm->realComm != nullptr) {
     abort ? comm->real->ncclCommAbort(comm->realComm) : comm->real->ncclCommDestroy(comm->realComm);
     comm->realComm = nullptr;
@@ -521,6 +524,9 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
   info.capturing = comm->executor && comm->executor->capturing(call.stream);
   Decision decision = decide(info, comm->settings, comm->capabilities(), PlanRegistry::global());
   note(*comm, info, decision);
+  const bool wholeBuffer = info.call == Call::kReduceScatter || info.call == Call::kAllToAll;
+  comm->coverage->count(info.call, decision.route, decision.reason,
+                        info.count * ncclTypeBytes(info.dataType) * (wholeBuffer ? info.worldSize : 1));
   switch (decision.route) {
     case Route::kNothing:
       return ncclSuccess;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm_worker.hpp"
+#include "coverage.hpp"
 #include "dispatch.hpp"
 #include "loom/bootstrap.hpp"
 #include "loom/communicator.hpp"
@@ -75,6 +76,8 @@ struct ncclComm {
   // without data passes this one. Old ones stay until the communicator goes: programs in flight use them.
   std::vector<std::shared_ptr<void>> spares;
   uint64_t spareBytes = 0;
+  // Its calls by who ran them and why (made when it is ready).
+  std::shared_ptr<loom::nccl::CommunicatorCoverage> coverage;
   // Runs this communicator's calls when a group holds calls of several communicators of this process.
   std::unique_ptr<loom::nccl::CommWorker> worker;
 

@@ -94,6 +94,7 @@ Settings settingsFromEnvironment() {
     settings.logLevel = parseLogLevel(*ncclDebug).value_or(LogLevel::kNone);
   }
   settings.logFile = variable("LOOM_NCCL_DEBUG_FILE").value_or("");
+  settings.statsFile = variable("LOOM_NCCL_STATS").value_or("");
   settings.forceNccl = booleanVariable("LOOM_NCCL_FORCE_NCCL");
   if (auto list = variable("LOOM_NCCL_COLLECTIVES")) {
     settings.loomCollectives = parseCollectiveList(*list, "LOOM_NCCL_COLLECTIVES");

@@ -7,6 +7,7 @@
 //   LOOM_NCCL_COLLECTIVES  comma-separated Loom collectives that may run on Loom; the rest forward
 //   LOOM_NCCL_LIBRARY      path of the real libnccl.so.2; "none": no forwarding at all
 //   LOOM_NCCL_CPU_BACKEND  strict boolean, for tests: Loom's side on the CPU backend, host pointers
+//   LOOM_NCCL_STATS        where the coverage report goes as JSON (%h, %p as in LOOM_NCCL_DEBUG_FILE)
 // A variable that is set but malformed is an InvalidArgument error naming it, never a default.
 
 #include <cstdint>
@@ -24,7 +25,8 @@ struct Settings {
   // WARN unless LOOM_NCCL_DEBUG or NCCL_DEBUG says otherwise: what it reports (no plans registered, so
   // every call goes to NCCL; no real NCCL to forward to; a failed call) would otherwise go unseen.
   LogLevel logLevel = LogLevel::kWarn;
-  std::string logFile;  // empty: stdout
+  std::string logFile;    // empty: stdout
+  std::string statsFile;  // empty: no JSON coverage report
   bool forceNccl = false;
   // Bit i set: Collective(i) may run on Loom. All set when LOOM_NCCL_COLLECTIVES is unset.
   uint32_t loomCollectives = ~0u;

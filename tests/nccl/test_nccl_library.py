@@ -7,6 +7,7 @@ was not built (it needs the CUDA toolkit and nccl.h at build time)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -500,3 +501,60 @@ def test_a_fresh_cache_gets_the_bundled_plans_from_the_library_itself(tmp_path: 
     # LOOM_DEFAULT_PLANS=0: nothing installed, every call forwarded.
     off = _drive(tmp_path, "threads", "2", steps, LOOM_CACHE_DIR=str(tmp_path / "off"), LOOM_DEFAULT_PLANS="0")
     assert not (tmp_path / "off").exists() and "no Loom plans are registered" in off
+
+
+def test_coverage_report_counts_every_call(tmp_path: Path) -> None:
+    from loom.errors import LoomError
+    from loom.runtime.nccl_coverage import format_coverage, read_coverage
+
+    steps = ";".join(
+        [
+            "allreduce:1024:float32:sum",
+            "allreduce:1024:float32:sum",
+            "allreduce:64:float32:prod",
+            "allgather:100:float32",
+            "reducescatter:64:float32:sum",
+            "reduce:16:float32:sum:1",
+            "allreduce:0:float32:sum",
+            "enter:0,0",  # the driver destroys the split at the end; its parent is never destroyed
+            "allreduce:256:float32:sum",
+        ]
+    )
+    output = _drive(tmp_path, "threads", "2", steps, LOOM_NCCL_STATS=str(tmp_path / "coverage.%p.json"))
+    files = list(tmp_path.glob("coverage.*.json"))
+    assert len(files) == 1 and files[0].name != "coverage.%p.json", files
+    document = json.loads(files[0].read_text())
+    communicators = sorted(document["communicators"], key=lambda c: (c["origin"], c["rank"]))
+    assert [(c["origin"].split(" of ")[0], c["rank"], c["world_size"], c["closed"]) for c in communicators] == [
+        ("ncclCommInitRank", 0, 2, False),
+        ("ncclCommInitRank", 1, 2, False),
+        ("ncclCommSplit", 0, 2, True),
+        ("ncclCommSplit", 1, 2, True),
+    ]
+    rows = {(r["call"], r["route"], r["reason"]): (r["calls"], r["bytes"]) for r in communicators[0]["rows"]}
+    assert rows == {
+        ("AllReduce", "loom", "plan"): (2, 8192),
+        ("AllReduce", "nccl", "op_missing"): (1, 256),
+        ("AllReduce", "nothing", "empty"): (1, 0),
+        ("AllGather", "loom", "plan"): (1, 400),
+        ("ReduceScatter", "loom", "plan"): (1, 512),  # the whole send buffer: 64 x 4 bytes x 2 ranks
+        ("Reduce", "nccl", "no_loom_collective"): (1, 64),
+    }
+    assert [(r["call"], r["route"], r["calls"], r["bytes"]) for r in communicators[2]["rows"]] == [
+        ("AllReduce", "loom", 1, 1024)
+    ]
+    # The log's table at exit for the parent (never destroyed) and at ncclCommDestroy for the split.
+    assert re.search(
+        r"coverage of comm \d+ \(ncclCommInitRank\) rank 0/2: Loom plans ran 4 of 6 calls between ranks \(66\.7%\)"
+        r" and 9104 of 9424 bytes \(96\.6%\)",
+        output,
+    ), output
+    assert re.search(r"LOOM INFO   Reduce +nccl +no_loom_collective +1 calls +64 bytes", output), output
+    assert re.search(r"coverage of comm \d+ \(ncclCommSplit of comm \d+ \(color 0, key 0\)\) rank 0/2", output), output
+    summary = read_coverage(files)
+    assert summary.communicators == 4
+    assert summary.total(["loom"]) == (10, 2 * 9104 + 2 * 1024)
+    assert format_coverage(summary).startswith("4 communicators: Loom plans ran 10 of 14 calls between ranks (71.4%)")
+    (tmp_path / "other.json").write_text('{"format": "something else"}')
+    with pytest.raises(LoomError, match="other.json: not a coverage report of libloom_nccl.so"):
+        read_coverage([tmp_path / "other.json"])

@@ -177,6 +177,13 @@ def _cmd_install_plans(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_nccl_coverage(args: argparse.Namespace) -> int:
+    from loom.runtime.nccl_coverage import format_coverage, read_coverage
+
+    print(format_coverage(read_coverage(args.files)))
+    return 0
+
+
 def _cmd_nccl_path(args: argparse.Namespace) -> int:
     from loom.runtime.nccl import nccl_library_path
 
@@ -293,6 +300,13 @@ def build_parser() -> argparse.ArgumentParser:
         "nccl-path", help="print the path of libloom_nccl.so, the NCCL API over Loom (LD_PRELOAD it; docs/nccl.md)"
     )
     nccl_path.set_defaults(run=_cmd_nccl_path)
+
+    coverage = sub.add_parser(
+        "nccl-coverage",
+        help="sum the LOOM_NCCL_STATS files of a job run under libloom_nccl.so: what Loom ran and what went to NCCL",
+    )
+    coverage.add_argument("files", nargs="+", metavar="FILE")
+    coverage.set_defaults(run=_cmd_nccl_coverage)
     return parser
 
 

@@ -1,0 +1,75 @@
+"""What Loom served in a job run under ``libloom_nccl.so``: the ``LOOM_NCCL_STATS`` JSON files that the
+library writes (one per process), summed over every rank. ``loom nccl-coverage FILE...`` prints it.
+
+A row counts one (collective, route, reason): the calls and bytes (this rank's send buffer) that a Loom
+plan ran, that were forwarded to NCCL and why, or that needed nothing or a local copy. The Loom-plan share
+counts the calls that move data between ranks (a plan or NCCL ran them), as the library's log does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loom.errors import LoomError
+
+FORMAT = "loom-nccl-coverage"
+BETWEEN_RANKS = ("loom", "nccl", "error")
+
+
+@dataclass
+class Coverage:
+    communicators: int = 0
+    rows: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)  # (call, route, reason) -> [calls, bytes]
+
+    def add(self, call: str, route: str, reason: str, calls: int, nbytes: int) -> None:
+        totals = self.rows.setdefault((call, route, reason), [0, 0])
+        totals[0] += calls
+        totals[1] += nbytes
+
+    def total(self, routes: Iterable[str]) -> tuple[int, int]:
+        wanted = set(routes)
+        rows = [value for (_, route, _), value in self.rows.items() if route in wanted]
+        return sum(calls for calls, _ in rows), sum(nbytes for _, nbytes in rows)
+
+    def loom_share(self) -> tuple[float, float]:
+        """The shares of calls and of bytes between ranks that Loom plans ran (1.0 when there were none)."""
+        loom_calls, loom_bytes = self.total(["loom"])
+        calls, nbytes = self.total(BETWEEN_RANKS)
+        return (loom_calls / calls if calls else 1.0, loom_bytes / nbytes if nbytes else 1.0)
+
+
+def read_coverage(paths: Iterable[str | Path]) -> Coverage:
+    """Sums the files (every communicator of every process); a file that is not such a report is a LoomError."""
+    coverage = Coverage()
+    for path in paths:
+        try:
+            document = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as error:
+            raise LoomError(f"{path}: not a readable coverage report: {error}") from error
+        if not isinstance(document, dict) or document.get("format") != FORMAT:
+            raise LoomError(f"{path}: not a coverage report of libloom_nccl.so (format: expected '{FORMAT}')")
+        for communicator in document["communicators"]:
+            coverage.communicators += 1
+            for row in communicator["rows"]:
+                coverage.add(row["call"], row["route"], row["reason"], row["calls"], row["bytes"])
+    return coverage
+
+
+def format_coverage(coverage: Coverage) -> str:
+    calls_share, bytes_share = coverage.loom_share()
+    loom_calls, loom_bytes = coverage.total(["loom"])
+    calls, nbytes = coverage.total(BETWEEN_RANKS)
+    lines = [
+        f"{coverage.communicators} communicators: Loom plans ran {loom_calls} of {calls} calls between ranks"
+        f" ({100 * calls_share:.1f}%) and {loom_bytes} of {nbytes} bytes ({100 * bytes_share:.1f}%)",
+        f"{'call':<14} {'route':<11} {'reason':<26} {'calls':>10} {'bytes':>16}",
+    ]
+    for (call, route, reason), (row_calls, row_bytes) in sorted(coverage.rows.items()):
+        lines.append(f"{call:<14} {route:<11} {reason:<26} {row_calls:>10} {row_bytes:>16}")
+    return "\n".join(lines)
+
+
+__all__ = ["Coverage", "format_coverage", "read_coverage"]
