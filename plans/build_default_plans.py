@@ -21,31 +21,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from loom.algorithms import ALGORITHMS, GiB, KiB
-from loom.algorithms.tuned_sizes import scaled, table_for
+from loom.algorithms.tuned_sizes import rows_for_shape
 from loom.compiler.driver import compile_algorithm
 
 PLANS_DIR = Path(__file__).resolve().parent / "default"
 
 # (world_size, ranks_per_node): one node of 2, 4, 8 ranks; two nodes of 2, 4, 8 ranks each.
 SHAPES = [(2, 2), (4, 4), (8, 8), (4, 2), (8, 4), (16, 8)]
-
-# Across two nodes, as TABLE where its algorithm runs across nodes; the all-reduce is the hierarchical
-# one, and large reduce-scatters use the full mesh (reducescatter_read is one node only). Untuned:
-# the boundaries are TABLE's, and instances are written for 2 ranks, as in TABLE, then scaled.
-TWO_NODE_TABLE: list[tuple[str, int, int, int, int]] = [
-    ("allreduce_hierarchical", 0, 512 * KiB, 8, 512),
-    ("allreduce_hierarchical", 512 * KiB + 1, GiB, 64, 1024),
-    ("allgather_fullmesh_packet", 0, 128 * KiB, 8, 512),
-    ("allgather_fullmesh", 128 * KiB + 1, GiB, 64, 1024),
-    ("reducescatter_fullmesh_packet", 0, 8 * KiB, 1, 256),
-    ("reducescatter_fullmesh_packet", 8 * KiB + 1, 512 * KiB, 8, 512),
-    ("reducescatter_fullmesh", 512 * KiB + 1, GiB, 64, 1024),
-]
-
-# One plan per shape for the whole size range the algorithm declares.
-WHOLE_RANGE = ["alltoall_fullmesh", "broadcast", "sendrecv"]
-
 
 @dataclass(frozen=True)
 class DefaultPlan:
@@ -77,14 +59,7 @@ def default_plans() -> list[DefaultPlan]:
     """Every plan of the bundled set, in a fixed order."""
     plans: list[DefaultPlan] = []
     for world_size, ranks_per_node in SHAPES:
-        one_node = world_size == ranks_per_node
-        rows = table_for(world_size) if one_node else scaled(TWO_NODE_TABLE, world_size)
-        tuned = {ALGORITHMS[row[0]].collective for row in rows}
-        for name in WHOLE_RANGE:
-            algorithm = ALGORITHMS[name]
-            if algorithm.collective not in tuned:  # the table's rows where it has them (all-to-all, once tuned)
-                rows.append((name, algorithm.min_message_bytes, algorithm.max_message_bytes, 1, 1024))
-        for name, low, high, instances, threads in rows:
+        for name, low, high, instances, threads in rows_for_shape(world_size, ranks_per_node):
             for inplace in (False, True):
                 plans.append(DefaultPlan(name, world_size, ranks_per_node, inplace, low, high, instances, threads))
     names = [plan.name for plan in plans]

@@ -82,8 +82,36 @@ void FdMailbox::send(int peer, uint64_t tag, int fd, const Deadline& deadline) {
                                                std::to_string(deadline.timeoutMs()) +
                                                " ms (is it on this host and in this network namespace?)");
     }
+    // Peers may be sending to this rank meanwhile, and this rank's queue (a few datagrams) fills as fast as
+    // theirs: take what has come, or two ranks that send to each other wait for each other forever (seen
+    // with 5 and more processes of one host).
+    while (takeOne()) {
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+}
+
+bool FdMailbox::takeOne() {
+  Note note{};
+  iovec data{&note, sizeof(note)};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  const ssize_t got = ::recvmsg(socket_, &message, MSG_CMSG_CLOEXEC);
+  if (got < 0) {
+    if (errno != EAGAIN && errno != EINTR) throw Error(ErrorCategory::kTransport, systemError("recvmsg"));
+    return false;
+  }
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  if (got != sizeof(note) || header == nullptr || header->cmsg_type != SCM_RIGHTS) return true;  // not ours
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(header), sizeof(int));
+  auto [it, fresh] = pending_.emplace(std::make_pair(int(note.rank), note.tag), fd);
+  if (!fresh) ::close(fd);  // a duplicate: keep the first
+  return true;
 }
 
 int FdMailbox::receive(int peer, uint64_t tag, const Deadline& deadline) {
@@ -94,33 +122,15 @@ int FdMailbox::receive(int peer, uint64_t tag, const Deadline& deadline) {
       pending_.erase(it);
       return fd;
     }
-    Note note{};
-    iovec data{&note, sizeof(note)};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr message{};
-    message.msg_iov = &data;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof(control);
-    ssize_t got = ::recvmsg(socket_, &message, MSG_CMSG_CLOEXEC);
-    if (got < 0) {
-      if (errno != EAGAIN && errno != EINTR) throw Error(ErrorCategory::kTransport, systemError("recvmsg"));
-      if (deadline.expired()) {
-        throw Error(ErrorCategory::kTimeout, "receiving a memory descriptor from rank " + std::to_string(peer) +
-                                                 " (tag " + std::to_string(tag) + ") on rank " + std::to_string(rank_) +
-                                                 ": nothing came within " + std::to_string(deadline.timeoutMs()) +
-                                                 " ms");
-      }
-      pollfd wait{socket_, POLLIN, 0};
-      ::poll(&wait, 1, deadline.remainingMs(100));
-      continue;
+    if (takeOne()) continue;
+    if (deadline.expired()) {
+      throw Error(ErrorCategory::kTimeout, "receiving a memory descriptor from rank " + std::to_string(peer) +
+                                               " (tag " + std::to_string(tag) + ") on rank " + std::to_string(rank_) +
+                                               ": nothing came within " + std::to_string(deadline.timeoutMs()) +
+                                               " ms");
     }
-    cmsghdr* header = CMSG_FIRSTHDR(&message);
-    if (got != sizeof(note) || header == nullptr || header->cmsg_type != SCM_RIGHTS) continue;  // not ours
-    int fd = -1;
-    std::memcpy(&fd, CMSG_DATA(header), sizeof(int));
-    auto [it, fresh] = pending_.emplace(std::make_pair(int(note.rank), note.tag), fd);
-    if (!fresh) ::close(fd);  // a duplicate: keep the first
+    pollfd wait{socket_, POLLIN, 0};
+    ::poll(&wait, 1, deadline.remainingMs(100));
   }
 }
 

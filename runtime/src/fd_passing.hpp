@@ -27,6 +27,9 @@ class FdMailbox {
   int receive(int peer, uint64_t tag, const Deadline& deadline);
 
  private:
+  // Moves one waiting message into pending_; false when none is waiting.
+  bool takeOne();
+
   uint64_t jobKey_;
   int rank_;
   int socket_ = -1;

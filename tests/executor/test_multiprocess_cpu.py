@@ -24,3 +24,15 @@ def test_every_collective_with_torchrun_variables():
     codes, text = finish(start_ranks(2, "collectives"), limit_s=90)
     assert codes == [0, 0], text[-4000:]
     assert sorted(results(text)) == [0, 1]
+
+
+@pytest.mark.parametrize("nproc", [3, 5])
+def test_world_sizes_without_bundled_plans_compile_theirs_on_first_use(nproc, tmp_path):
+    # No bundled plan is for 3 or 5 ranks: rank 0 compiles each call's library plan through the JIT, the
+    # others take its text over the bootstrap; the second size range and later calls find them registered.
+    run = launch(nproc, "collectives", env={"LOOM_CACHE_DIR": str(tmp_path)}, limit_s=100)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    found = results(run.stdout)
+    assert sorted(found) == list(range(nproc)), run.stdout[-4000:]
+    assert all(records[0]["checked"] == 48 for records in found.values())
+    assert list((tmp_path / "jit").glob("*.json")), "rank 0 cached what it compiled"

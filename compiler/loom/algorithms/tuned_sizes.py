@@ -46,7 +46,7 @@ def scaled(rows: list[Row], world_size: int) -> list[Row]:
     Neighbouring ranges that scale to the same plan become one (one bundled plan, not several alike)."""
     merged: list[Row] = []
     for name, low, high, count, threads in rows:
-        row = (name, low, high, max(1, count // INSTANCE_DIVISORS[world_size]), threads)
+        row = (name, low, high, max(1, count // instance_divisor(world_size)), threads)
         previous = merged[-1] if merged else None
         if previous and (previous[0], previous[3:]) == (name, row[3:]) and previous[2] + 1 == low:
             merged[-1] = (name, previous[1], high, *row[3:])
@@ -55,18 +55,62 @@ def scaled(rows: list[Row], world_size: int) -> list[Row]:
     return merged
 
 
+def instance_divisor(world_size: int) -> int:
+    """INSTANCE_DIVISORS' value for ``world_size``, else that of the largest world size below it listed."""
+    return INSTANCE_DIVISORS.get(world_size) or INSTANCE_DIVISORS[max(w for w in INSTANCE_DIVISORS if w <= world_size)]
+
+
 def table_for(world_size: int) -> list[Row]:
     """The rows to run on one node of ``world_size`` ranks: its measured table, or the 2-rank one scaled."""
     return measured_tables().get(world_size) or scaled(TABLE, world_size)
 
 
+KiB, GiB = 1 << 10, 1 << 30
+
+# Across nodes, as TABLE where its algorithm runs across nodes; the all-reduce is the hierarchical
+# one, and large reduce-scatters use the full mesh (reducescatter_read is one node only). Untuned:
+# the boundaries are TABLE's, and instances are written for 2 ranks, as in TABLE, then scaled.
+TWO_NODE_TABLE: list[Row] = [
+    ("allreduce_hierarchical", 0, 512 * KiB, 8, 512),
+    ("allreduce_hierarchical", 512 * KiB + 1, GiB, 64, 1024),
+    ("allgather_fullmesh_packet", 0, 128 * KiB, 8, 512),
+    ("allgather_fullmesh", 128 * KiB + 1, GiB, 64, 1024),
+    ("reducescatter_fullmesh_packet", 0, 8 * KiB, 1, 256),
+    ("reducescatter_fullmesh_packet", 8 * KiB + 1, 512 * KiB, 8, 512),
+    ("reducescatter_fullmesh", 512 * KiB + 1, GiB, 64, 1024),
+]
+
+# One plan per shape for the whole size range the algorithm declares, where the table has no rows of
+# the collective.
+WHOLE_RANGE = ["alltoall_fullmesh", "broadcast", "sendrecv"]
+
+
+def rows_for_shape(world_size: int, ranks_per_node: int) -> list[Row]:
+    """Every plan to run on ``world_size`` ranks, ``ranks_per_node`` per node: the bundled set's rule
+    (plans/build_default_plans.py), and what the JIT compiles for a shape with no bundled plans."""
+    from loom.algorithms import ALGORITHMS  # the library imports this module
+
+    one_node = world_size == ranks_per_node
+    rows = table_for(world_size) if one_node else scaled(TWO_NODE_TABLE, world_size)
+    tuned = {ALGORITHMS[row[0]].collective for row in rows}
+    for name in WHOLE_RANGE:
+        algorithm = ALGORITHMS[name]
+        if algorithm.collective not in tuned:  # the table's rows where it has them (all-to-all, once tuned)
+            rows.append((name, algorithm.min_message_bytes, algorithm.max_message_bytes, 1, 1024))
+    return rows
+
+
 __all__ = [
     "INSTANCE_DIVISORS",
     "TABLE",
+    "TWO_NODE_TABLE",
+    "WHOLE_RANGE",
     "TABLE_FILE",
     "TUNED_WORLD_SIZE",
     "Row",
+    "instance_divisor",
     "measured_tables",
+    "rows_for_shape",
     "scaled",
     "table_for",
 ]

@@ -23,7 +23,8 @@ import types
 from collections import deque
 from collections.abc import Iterable
 
-from loom.errors import InvalidArgumentError
+from loom.compiler.jit_plans import choose, plan_for_call
+from loom.errors import InvalidArgumentError, LoomError
 from loom.native import native_module
 from loom.runtime import registry
 from loom.runtime.executor import OPS, Executor
@@ -203,6 +204,34 @@ class Communicator:
         self._pairs[peer] = pair
         return pair
 
+    def _jit_plan(self, collective: str, message_bytes: int, inplace: bool, root: int | None) -> object | None:
+        """A shape with no registered plan for the call (3, 5, 6 ranks, ...): the library algorithm the bundled
+        set's rule picks, compiled on first use (loom.compiler.jit_plans) and registered for the sizes it
+        serves. Rank 0 compiles; every rank takes its text over the bootstrap (every rank makes this call at
+        the same point), so all run one plan, and a compile error is the same error on every rank."""
+        if choose(collective, self.world_size, self.ranks_per_node, message_bytes) is None:
+            return None
+        mine = b""
+        if self.rank == 0:
+            try:
+                found = plan_for_call(
+                    collective,
+                    world_size=self.world_size,
+                    ranks_per_node=self.ranks_per_node,
+                    message_bytes=message_bytes,
+                    inplace=inplace,
+                    root=root,
+                )
+                mine = b"P" + found.text.encode()
+            except LoomError as error:
+                mine = b"E" + str(error).encode()
+        sent = self.bootstrap.all_gather(mine)[0]
+        if sent[:1] == b"E":
+            raise LoomError(f"rank 0 could not compile a plan for this call: {sent[1:].decode()}")
+        plan = native_module().Plan.parse(sent[1:].decode())
+        registry.register_plan(plan, replace=True)  # ranks that are threads of one process share the registry
+        return plan
+
     def _run(
         self,
         collective: str,
@@ -223,6 +252,8 @@ class Communicator:
         capturing = self.executor.capturing(handle)
         args = (collective, source.nbytes, source.dtype, self.world_size, self.ranks_per_node)
         plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op)
+        if plan is None and self.world_size > 1 and op == "sum":
+            plan = self._jit_plan(collective, source.nbytes, inplace, root)
         if plan is not None:
             self.executor.execute_views(plan, source, target, op, handle)
             return

@@ -1,0 +1,98 @@
+"""Plans for shapes with no bundled plan (3, 5, 6, 7, 12 ranks, ...), compiled on first use.
+
+    found = plan_for_call("allreduce", world_size=3, ranks_per_node=3, message_bytes=262144, inplace=False)
+    found.path   # <cache root>/jit/<key>.json, compiled and verified once, read back from then on
+
+The algorithm, instances and size range come from the rule the bundled set follows
+(:func:`loom.algorithms.tuned_sizes.rows_for_shape`: the tuned table of the world size, else the 2-rank
+one with scaled instances; across nodes the hierarchical table): the plan serves the whole size range of
+its row, so one compile serves many sizes. :func:`loom.compiler.jit.jit_compile` compiles it (with the
+symbolic verifier) and caches it by content hash. ``loom.Communicator`` and ``libloom_nccl.so`` (through
+``loom jit-plan``) call it when no registered plan fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loom.algorithms import ALGORITHMS
+from loom.algorithms.tuned_sizes import rows_for_shape
+from loom.compiler.jit import JitPlan, jit_compile
+from loom.errors import InvalidArgumentError, LoomError
+
+# What a JIT plan can serve: the library's algorithms reduce with sum.
+JIT_COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast")
+
+
+@dataclass(frozen=True)
+class JitChoice:
+    algorithm: str
+    min_bytes: int
+    max_bytes: int
+    instances: int
+    threads: int
+
+
+def choose(collective: str, world_size: int, ranks_per_node: int, message_bytes: int) -> JitChoice | None:
+    """The row of the shape's table that serves the call, or None when none does."""
+    if collective not in JIT_COLLECTIVES or world_size < 2 or ranks_per_node < 1 or world_size % ranks_per_node:
+        return None
+    for name, low, high, instances, threads in rows_for_shape(world_size, ranks_per_node):
+        if (
+            ALGORITHMS[name].collective == collective
+            and low <= message_bytes <= high
+            and _runs_on(name, world_size, ranks_per_node)
+        ):
+            return JitChoice(name, low, high, instances, threads)
+    return None
+
+
+def _runs_on(algorithm: str, world_size: int, ranks_per_node: int) -> bool:
+    try:
+        ALGORITHMS[algorithm].check_shape(world_size, ranks_per_node)
+    except InvalidArgumentError:
+        return False
+    return True
+
+
+def plan_for_call(
+    collective: str,
+    *,
+    world_size: int,
+    ranks_per_node: int,
+    message_bytes: int,
+    inplace: bool,
+    root: int | None = None,
+) -> JitPlan:
+    """Compile (or read back from the cache) the plan that serves the call; a LoomError naming the
+    collective, the shape and the algorithm when there is none or it does not compile or verify."""
+    choice = choose(collective, world_size, ranks_per_node, message_bytes)
+    shape = f"{world_size} ranks, {ranks_per_node} per node"
+    if choice is None:
+        raise LoomError(
+            f"no library algorithm serves {collective} of {message_bytes} bytes over {shape} (they run 2 to 8 ranks"
+            " on one node, and some two-node shapes: loom compile --list)"
+        )
+    nodes = world_size // ranks_per_node
+    name = f"{choice.algorithm}_{world_size}r" if nodes == 1 else f"{choice.algorithm}_{nodes}x{ranks_per_node}"
+    name += f"_{choice.min_bytes}_{choice.max_bytes}" + ("_inplace" if inplace else "")
+    spec = {
+        "world_size": world_size,
+        "ranks_per_node": ranks_per_node,
+        "instances": choice.instances,
+        "inplace": inplace,
+        "plan_name": name,
+        "min_message_size": choice.min_bytes,
+        "max_message_size": choice.max_bytes,
+        "num_threads_per_block": choice.threads,
+    }
+    if collective == "broadcast":
+        spec["root"] = root or 0
+        spec["plan_name"] = f"{name}_root{spec['root']}"
+    try:
+        return jit_compile(choice.algorithm, spec)
+    except LoomError as error:
+        raise LoomError(f"JIT plan for {collective} over {shape} ({choice.algorithm}): {error}") from error
+
+
+__all__ = ["JIT_COLLECTIVES", "JitChoice", "choose", "plan_for_call"]

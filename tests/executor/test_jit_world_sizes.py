@@ -1,0 +1,99 @@
+"""World sizes with no bundled plan (issue 38): loom.Communicator compiles the library plan of each call
+through the JIT on first use (loom.compiler.jit_plans), rank 0 compiles and every rank runs its text; a
+compile error is the same error on every rank. CPU backend, ranks on host threads; processes:
+tests/executor/test_multiprocess_cpu.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_native = pytest.importorskip("loom._native", reason="the native module is not built")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+import loom  # noqa: E402
+import loom.runtime.communicator as communicator_module  # noqa: E402
+from loom.algorithms import ALGORITHMS  # noqa: E402
+from loom.compiler.jit_plans import JIT_COLLECTIVES, choose, plan_for_call  # noqa: E402
+from loom.errors import LoomError  # noqa: E402
+from rank_threads import run_ranks  # noqa: E402
+
+
+def _run(world: int, body):
+    results = run_ranks(world, _native.UniqueId.create("127.0.0.1"), body, timeout_ms=30000)
+    for rank in range(world):
+        if isinstance(results[rank], BaseException):
+            raise results[rank]
+    return results
+
+
+@pytest.mark.parametrize("world", [3, 5, 6, 7])
+def test_every_collective_has_a_verified_plan_at_odd_world_sizes(world, tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
+    for collective in JIT_COLLECTIVES:
+        for size in (4096 * world, 4 << 20):
+            choice = choose(collective, world, world, size)
+            assert choice is not None and ALGORITHMS[choice.algorithm].collective == collective
+            found = plan_for_call(collective, world_size=world, ranks_per_node=world, message_bytes=size, inplace=False)
+            assert found.name.startswith(f"{choice.algorithm}_{world}r_")
+    again = plan_for_call(
+        "allreduce", world_size=world, ranks_per_node=world, message_bytes=4096 * world, inplace=False
+    )
+    assert again.from_cache  # cached by content hash
+
+
+def test_a_shape_no_library_algorithm_runs_is_a_clear_error():
+    # 12 ranks on one node: the library's algorithms run 2 to 8 per node.
+    assert choose("allreduce", 12, 12, 4096) is None
+    with pytest.raises(LoomError, match="no library algorithm serves allreduce of 4096 bytes over 12 ranks, 12 per"):
+        plan_for_call("allreduce", world_size=12, ranks_per_node=12, message_bytes=4096, inplace=False)
+
+
+@pytest.mark.parametrize("world", [3, 6])
+def test_collectives_at_odd_world_sizes_match_numpy(world, tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
+    count = 600 * world
+    inputs = [np.random.default_rng(7 + r).standard_normal(count).astype(np.float32) for r in range(world)]
+    total = sum(x.astype(np.float64) for x in inputs)
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        rank, piece = comm.rank, count // world
+        mine = inputs[rank].copy()
+        comm.all_reduce(mine)
+        np.testing.assert_allclose(mine, total, rtol=1e-5, atol=1e-5)
+        gathered = np.zeros(count * world, np.float32)
+        comm.all_gather(gathered, inputs[rank])
+        np.testing.assert_array_equal(gathered, np.concatenate(inputs))
+        scattered = np.zeros(piece, np.float32)
+        comm.reduce_scatter(scattered, inputs[rank])
+        np.testing.assert_allclose(scattered, total[rank * piece : (rank + 1) * piece], rtol=1e-5, atol=1e-5)
+        exchanged = np.zeros(count, np.float32)
+        comm.all_to_all(exchanged, inputs[rank])
+        np.testing.assert_array_equal(exchanged, np.concatenate([x[rank * piece : (rank + 1) * piece] for x in inputs]))
+        shared = inputs[rank].copy()
+        comm.broadcast(shared, root=world - 1)
+        np.testing.assert_array_equal(shared, inputs[world - 1])
+        return comm.executor.stats()["launches"]
+
+    assert all(launches == 5 for launches in _run(world, body).values())
+    assert len(list((tmp_path / "jit").glob("*.json"))) == 5  # rank 0 compiled one plan per collective
+
+
+def test_a_compile_error_on_rank_0_is_the_same_error_on_every_rank(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
+
+    def broken(collective, **shape):
+        raise LoomError(f"JIT plan for {collective}: the compiler failed on purpose")
+
+    monkeypatch.setattr(communicator_module, "plan_for_call", broken)
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        with pytest.raises(LoomError, match="rank 0 could not compile a plan for this call: JIT plan for allreduce"):
+            comm.all_reduce(np.ones(64, np.float32))
+        return True
+
+    assert all(_run(3, body).values())
