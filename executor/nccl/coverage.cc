@@ -47,12 +47,18 @@ struct CoverageReport {
     return totals;
   }
 
+  // The cells that counted a call, in the order of Call, Route and Reason (with the report's mutex held).
   template <typename Visit>
   static void forEachRow(const CommunicatorCoverage& coverage, Visit&& visit) {
+    if (!coverage.cells_) {
+      for (const auto& row : coverage.rows_)
+        visit(size_t(row.call), row.route, size_t(row.reason), row.calls, row.bytes);
+      return;
+    }
     for (size_t call = 0; call < CommunicatorCoverage::kCalls; ++call) {
       for (size_t route = 0; route < CommunicatorCoverage::kRoutes; ++route) {
         for (size_t reason = 0; reason < CommunicatorCoverage::kReasons; ++reason) {
-          const auto& cell = coverage.cells_[call][route][reason];
+          const auto& cell = (*coverage.cells_)[call][route][reason];
           const uint64_t calls = cell.calls.load(std::memory_order_relaxed);
           if (calls != 0) visit(call, Route(route), reason, calls, cell.bytes.load(std::memory_order_relaxed));
         }
@@ -101,7 +107,8 @@ struct CoverageReport {
   void writeJson() {
     if (statsFile.empty()) return;
     std::ostringstream out;
-    out << "{\"format\": \"loom-nccl-coverage\", \"version\": 1, \"pid\": " << getpid() << ", \"communicators\": [";
+    out << "{\"format\": \"loom-nccl-coverage\", \"version\": 1, \"host\": " << quoted(expandPathPattern("%h"))
+        << ", \"pid\": " << getpid() << ", \"communicators\": [";
     for (size_t i = 0; i < communicators.size(); ++i) {
       const CommunicatorCoverage& coverage = *communicators[i];
       const auto& id = coverage.identity_;
@@ -158,10 +165,15 @@ std::shared_ptr<CommunicatorCoverage> CommunicatorCoverage::create(Identity iden
 }
 
 void CommunicatorCoverage::close() {
-  if (closed_.exchange(true)) return;
   CoverageReport& report = CoverageReport::process();
   std::lock_guard lock(report.mutex);
+  if (closed_) return;
+  closed_ = true;
   CoverageReport::log(*this);
+  CoverageReport::forEachRow(*this, [&](size_t call, Route route, size_t reason, uint64_t calls, uint64_t bytes) {
+    rows_.push_back({Call(call), route, Reason(reason), calls, bytes});
+  });
+  cells_.reset();
   report.writeJson();
 }
 

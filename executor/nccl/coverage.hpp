@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dispatch.hpp"
 
@@ -20,6 +21,9 @@ class CommunicatorCoverage {
   static constexpr size_t kCalls = 10;    // Call's values
   static constexpr size_t kRoutes = 5;    // Route's values
   static constexpr size_t kReasons = 32;  // room above Reason's values
+  static_assert(size_t(Call::kRecv) + 1 == kCalls && size_t(Route::kFail) + 1 == kRoutes &&
+                    size_t(Reason::kJitFailed) < kReasons,
+                "the coverage table has a cell for every call, route and reason of dispatch.hpp");
 
   struct Identity {
     uint32_t serial = 0;
@@ -35,12 +39,13 @@ class CommunicatorCoverage {
   // `bytes`: this rank's send buffer (NCCL's count times the type's size; times the ranks for
   // ReduceScatter and AlltoAll).
   void count(Call call, Route route, Reason reason, uint64_t bytes) {
-    Cell& cell = cells_[size_t(call)][size_t(route)][size_t(reason) % kReasons];
+    Cell& cell = (*cells_)[size_t(call)][size_t(route)][size_t(reason)];
     cell.calls.fetch_add(1, std::memory_order_relaxed);
     cell.bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
 
-  // The communicator ends: its table goes to the log (INFO) and the JSON file is rewritten.
+  // The communicator ends: its table goes to the log (INFO) and the JSON file is rewritten. No call is
+  // counted after it (NCCL forbids using a communicator being destroyed).
   void close();
 
  private:
@@ -51,9 +56,19 @@ class CommunicatorCoverage {
     std::atomic<uint64_t> calls{0};
     std::atomic<uint64_t> bytes{0};
   };
+  using Table = std::array<std::array<std::array<Cell, kReasons>, kRoutes>, kCalls>;
+  struct Row {
+    Call call;
+    Route route;
+    Reason reason;
+    uint64_t calls, bytes;
+  };
   Identity identity_;
-  std::atomic<bool> closed_{false};
-  std::array<std::array<std::array<Cell, kReasons>, kRoutes>, kCalls> cells_{};
+  // Guarded by the report's mutex. Once closed, the table (25 KiB) gives way to its non-empty rows, so
+  // that a process making and destroying many communicators keeps a few bytes of each.
+  bool closed_ = false;
+  std::unique_ptr<Table> cells_ = std::make_unique<Table>();
+  std::vector<Row> rows_;
 };
 
 }  // namespace loom::nccl

@@ -183,6 +183,8 @@ std::string_view reasonName(Reason reason) {
       return "no_plan";
     case Reason::kPlanOpDiffers:
       return "plan_op_differs";
+    case Reason::kJitFailed:
+      return "jit_failed";
   }
   return "?";
 }
@@ -396,6 +398,8 @@ std::string why(const CallInfo& call, const Decision& decision) {
              (request.root ? ", root " + std::to_string(*request.root) : std::string()) +
              (reduces(request.collective) ? ", " + std::string(reduceOpName(request.op)) : std::string()) + ")";
     }
+    case Reason::kJitFailed:
+      return "no Loom plan fits, and none could be compiled for this shape (LOOM WARN said why)";
     case Reason::kPlanOpDiffers:
       return "the plan that fits ('" + (decision.plan ? decision.plan->name : std::string("?")) +
              "') reduces with another operator than " + ncclOpName(call.op);

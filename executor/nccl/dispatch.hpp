@@ -77,6 +77,8 @@ enum class Reason : uint8_t {
   kBadByteCount,  // a byte count Loom's types do not divide (not reached today: 1-byte types divide all)
   kNoPlan,
   kPlanOpDiffers,  // the plan that fits reduces with another operator
+  kJitFailed,      // no plan fits a shape without bundled plans, and none could be compiled (jit_plans.hpp)
+  // A new reason goes here, and in coverage.hpp's static_assert (its table has room for 32).
 };
 std::string_view reasonName(Reason reason);  // a stable identifier ("no_plan"), for logs and tests
 

@@ -101,6 +101,7 @@ ncclResult_t initRank(const char* function, ncclComm_t* out, int nranks, const n
     if (out == nullptr) throw Failure(ncclInvalidArgument, "comm: null");
     *out = nullptr;
     std::unique_ptr<ncclComm> comm = loom::nccl::newComm(nranks, rank, id, config);
+    comm->origin = function;  // the coverage report and the log say how each communicator was made
     if (loom::nccl::inGroup()) {
       // Several ranks from one thread: they connect together at ncclGroupEnd.
       *out = comm.release();
@@ -176,7 +177,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
     result = loom::nccl::groupStart();
     for (int i = 0; i < ndev && result == ncclSuccess; ++i) {
       if (!cpu) cudaSetDevice(devlist != nullptr ? devlist[i] : i);
-      result = ncclCommInitRank(&comms[i], ndev, id, i);
+      result = initRank("ncclCommInitAll", &comms[i], ndev, id, i, nullptr);
     }
     const ncclResult_t end = guarded("ncclCommInitAll", nullptr, loom::nccl::groupEnd);
     if (previous >= 0) cudaSetDevice(previous);

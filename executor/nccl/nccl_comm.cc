@@ -13,6 +13,8 @@
 
 #include "default_plans.hpp"
 #include "group.hpp"
+#include "jit_plans.hpp"
+#include "loom/cache_dir.hpp"
 #include "log.hpp"
 #include "loom/error.hpp"
 #include "loom/gpu_buffer.hpp"
@@ -523,6 +525,18 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
   info.grouped = inGroup();
   info.capturing = comm->executor && comm->executor->capturing(call.stream);
   Decision decision = decide(info, comm->settings, comm->capabilities(), PlanRegistry::global());
+  // A shape with no bundled plan gets one compiled on first use, as the bundled set would have it (so not
+  // with the bundled plans off). Not inside a group: the exchange with the other ranks would wait for
+  // communicators of this thread whose calls come later in the group.
+  if (decision.reason == Reason::kNoPlan && comm->settings.jit && !info.grouped && comm->executor &&
+      decision.op == ReduceOp::kSum && defaultPlansEnabled()) {
+    std::string why;
+    if (compileOnFirstUse(*comm, info, decision, &why)) {
+      decision = decide(info, comm->settings, comm->capabilities(), PlanRegistry::global());
+    } else {
+      decision.reason = Reason::kJitFailed;
+    }
+  }
   note(*comm, info, decision);
   const bool wholeBuffer = info.call == Call::kReduceScatter || info.call == Call::kAllToAll;
   comm->coverage->count(info.call, decision.route, decision.reason,

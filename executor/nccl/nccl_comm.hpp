@@ -7,6 +7,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,7 +43,8 @@ struct ncclComm {
   uint64_t magic = kMagic;
   ~ncclComm() { magic = 0; }
   // Which communicator of the process this is (1, 2, ... in creation order) and how it was made, for
-  // the log and the coverage report: "ncclCommInitRank", "ncclCommSplit of comm 1 (color 0, key 2)".
+  // the log and the coverage report: the function that made it ("ncclCommInitRank", "ncclCommInitAll",
+  // ...: initRank in nccl_api.cc sets it) or "ncclCommSplit of comm 1 (color 0, key 2)" (connectFinish).
   uint32_t serial = 0;
   std::string origin = "ncclCommInitRank";
   int rank = 0;
@@ -76,6 +78,8 @@ struct ncclComm {
   // without data passes this one. Old ones stay until the communicator goes: programs in flight use them.
   std::vector<std::shared_ptr<void>> spares;
   uint64_t spareBytes = 0;
+  // What the JIT could not compile, by collective (jit_plans.hpp): said once, not tried again.
+  std::map<std::string, std::string> jitFailures;
   // Its calls by who ran them and why (made when it is ready).
   std::shared_ptr<loom::nccl::CommunicatorCoverage> coverage;
   // Runs this communicator's calls when a group holds calls of several communicators of this process.

@@ -96,6 +96,7 @@ Settings settingsFromEnvironment() {
   settings.logFile = variable("LOOM_NCCL_DEBUG_FILE").value_or("");
   settings.statsFile = variable("LOOM_NCCL_STATS").value_or("");
   settings.forceNccl = booleanVariable("LOOM_NCCL_FORCE_NCCL");
+  settings.jit = variable("LOOM_NCCL_JIT") ? booleanVariable("LOOM_NCCL_JIT") : true;
   if (auto list = variable("LOOM_NCCL_COLLECTIVES")) {
     settings.loomCollectives = parseCollectiveList(*list, "LOOM_NCCL_COLLECTIVES");
   }

@@ -4,6 +4,7 @@
 //   LOOM_NCCL_DEBUG        VERSION, WARN, INFO or TRACE (unset: NCCL_DEBUG's level; neither: no log)
 //   LOOM_NCCL_DEBUG_FILE   where the log goes (%h: host name, %p: process id), else stdout as NCCL
 //   LOOM_NCCL_FORCE_NCCL   strict boolean: every call goes to the real NCCL
+//   LOOM_NCCL_JIT          strict boolean (default on): compile plans for shapes with none on first use
 //   LOOM_NCCL_COLLECTIVES  comma-separated Loom collectives that may run on Loom; the rest forward
 //   LOOM_NCCL_LIBRARY      path of the real libnccl.so.2; "none": no forwarding at all
 //   LOOM_NCCL_CPU_BACKEND  strict boolean, for tests: Loom's side on the CPU backend, host pointers
@@ -28,6 +29,7 @@ struct Settings {
   std::string logFile;    // empty: stdout
   std::string statsFile;  // empty: no JSON coverage report
   bool forceNccl = false;
+  bool jit = true;  // LOOM_NCCL_JIT: compile a plan on first use for a shape with none (jit_plans.hpp)
   // Bit i set: Collective(i) may run on Loom. All set when LOOM_NCCL_COLLECTIVES is unset.
   uint32_t loomCollectives = ~0u;
   std::string library;  // empty: search; "none": no real NCCL

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -154,11 +155,12 @@ def test_two_ranks_run_on_loom_or_forward(tmp_path: Path) -> None:
         "AllReduce 100 x int32 avg out of place: forwarded to NCCL: Loom reduces with sum, min, max and (floating"
         in output
     )
-    assert "Broadcast 300 x float32 out of place: forwarded to NCCL: no Loom plan fits (broadcast, 2 ranks" in output
+    # The bundled broadcasts are from root 0: the JIT compiles one from root 1 on first use.
+    assert "compiled plan 'broadcast_2r_0_1073741824_inplace_root1' for broadcast in place root 1" in output
     assert "Reduce 16 x float32 sum out of place: forwarded to NCCL: Loom has no Reduce collective" in output
     forwarded = [" ".join(line.split()[1:3]) for line in _fake_log(tmp_path)]
     for rank in (0, 1):
-        for call in ("ncclAllReduce", "ncclBroadcast", "ncclReduce"):
+        for call in ("ncclAllReduce", "ncclReduce"):
             assert f"{call} rank={rank}" in forwarded, forwarded
     # What Loom ran never reached NCCL.
     assert not [line for line in _fake_log(tmp_path) if "ncclAllGather" in line or "ncclSend" in line], _fake_log(
@@ -355,6 +357,126 @@ def test_init_all_runs_every_rank_of_one_thread(tmp_path: Path) -> None:
     assert len(inits) == 2, _fake_log(tmp_path)
 
 
+def test_coverage_report_of_communicators_made_by_init_all(tmp_path: Path) -> None:
+    # Grouped calls count when they are decided (Loom's run at ncclGroupEnd), on their own communicator.
+    steps = "allreduce:2048:float32:sum;allgather:128:int32;allreduce:8:float32:prod"
+    _drive(tmp_path, "initall", "2", steps, LOOM_NCCL_STATS=str(tmp_path / "coverage.json"))
+    document = json.loads((tmp_path / "coverage.json").read_text())
+    assert [(c["serial"], c["origin"], c["rank"], c["closed"]) for c in document["communicators"]] == [
+        (1, "ncclCommInitAll", 0, True),
+        (2, "ncclCommInitAll", 1, True),
+    ]
+    for communicator in document["communicators"]:
+        assert communicator["rows"] == [
+            {"call": "AllReduce", "route": "loom", "reason": "plan", "calls": 1, "bytes": 8192},
+            {"call": "AllReduce", "route": "nccl", "reason": "op_missing", "calls": 1, "bytes": 32},
+            {"call": "AllGather", "route": "loom", "reason": "plan", "calls": 1, "bytes": 512},
+        ]
+
+
+def test_coverage_report_of_each_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from loom.runtime.nccl_coverage import check_report, read_coverage
+    from loom.tools.cli import main
+
+    steps = ";".join(
+        [
+            "allreduce:1024:float32:sum",
+            "allreduce:32:float64:sum",
+            "alltoall:64:float32",
+            "reduce:300:float32:max:1",
+            "r0@send:100:float32:1",
+            "r1@recv:100:float32:0",
+            "group",
+            "allreduce:8:float32:sum",
+            "allreduce:8:float32:prod",
+            "end",
+            "enter:0,0",
+            "allgather:10:int32",
+            "abort",  # the split ends with ncclCommAbort, the parent with ncclCommDestroy
+        ]
+    )
+    env = _env(tmp_path, LOOM_NCCL_STATS=str(tmp_path / "coverage.%h.%p.json"))
+    root = subprocess.Popen(
+        [str(_built(DRIVER)), "root", "2", steps], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    first = root.stdout.readline()
+    other = subprocess.run(
+        [str(DRIVER), "rank", first.split()[1], "1", "2", steps],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env=env,
+    )
+    output = first + root.communicate(timeout=TIMEOUT_S)[0] + other.stdout + other.stderr
+    assert root.returncode == 0 and other.returncode == 0, output
+    # One file per process, named by %h (the host name to its first dot) and %p (the pid of its log lines).
+    host = socket.gethostname().split(".")[0]
+    pids = re.findall(rf"^{re.escape(host)}:(\d+):\d+ \[-1\] LOOM INFO ncclCommInitRank rank \d/2", output, re.M)
+    files = sorted(tmp_path.glob("coverage.*.json"))
+    assert sorted(path.name for path in files) == sorted(f"coverage.{host}.{pid}.json" for pid in pids), (files, pids)
+    assert len(files) == 2 and not list(tmp_path.glob("*.tmp*"))
+    documents = {}
+    for path in files:
+        document = json.loads(path.read_text())
+        check_report(document, str(path))  # schemas/nccl_coverage.schema.json
+        assert (document["host"], f"coverage.{host}.{document['pid']}.json") == (host, path.name)
+        documents[document["communicators"][0]["rank"]] = document["communicators"]
+    for rank, (point_to_point, key) in enumerate([("Send", 0), ("Recv", 1)]):
+        parent, child = documents[rank]
+        assert (parent["serial"], parent["origin"], parent["world_size"], parent["closed"]) == (
+            1,
+            "ncclCommInitRank",
+            2,
+            True,
+        )
+        assert {(r["call"], r["route"], r["reason"]): (r["calls"], r["bytes"]) for r in parent["rows"]} == {
+            ("AllReduce", "loom", "plan"): (2, 1024 * 4 + 8 * 4),
+            ("AllReduce", "nccl", "op_missing"): (1, 8 * 4),
+            ("AllReduce", "nccl", "type_missing"): (1, 32 * 8),
+            ("AlltoAll", "loom", "plan"): (1, 64 * 4 * 2),  # the whole send buffer
+            ("Reduce", "nccl", "no_loom_collective"): (1, 300 * 4),
+            (point_to_point, "loom", "plan"): (1, 100 * 4),
+        }
+        assert (child["serial"], child["origin"], child["rank"], child["closed"]) == (
+            2,
+            f"ncclCommSplit of comm 1 (color 0, key {key})",
+            rank,
+            True,
+        )
+        assert child["rows"] == [{"call": "AllGather", "route": "loom", "reason": "plan", "calls": 1, "bytes": 40}]
+    # The aborted split's table, then the parent's at ncclCommDestroy, in each process's log.
+    assert output.count("LOOM INFO coverage of comm 2 (ncclCommSplit of comm 1 (color 0, key") == 2, output
+    assert (
+        output.count(
+            "coverage of comm 1 (ncclCommInitRank) rank 0/2: Loom plans ran 4 of 7 calls between ranks (57.1%)"
+            " and 5040 of 6528 bytes (77.2%)"
+        )
+        == 1
+    ), output
+    assert re.search(r"LOOM INFO   AllReduce +nccl +type_missing +1 calls +256 bytes", output), output
+    summary = read_coverage(files)
+    assert (summary.processes, summary.communicators) == (2, 4)
+    assert summary.total(["loom"]) == (10, 2 * (5040 + 40))
+    assert summary.rows[("Send", "loom", "plan")] == summary.rows[("Recv", "loom", "plan")] == [1, 400]
+    assert summary.rows[("AllReduce", "nccl", "type_missing")] == [2, 512]
+    assert main(["nccl-coverage", *map(str, files)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == (
+        "2 processes, 4 communicators: Loom plans ran 10 of 16 calls between ranks (62.5%)"
+        " and 10160 of 13136 bytes (77.3%)"
+    )
+    assert [line.split() for line in printed[2:]] == [
+        ["AllGather", "loom", "plan", "2", "80"],
+        ["AllReduce", "loom", "plan", "4", "8256"],
+        ["AllReduce", "nccl", "op_missing", "2", "64"],
+        ["AllReduce", "nccl", "type_missing", "2", "512"],
+        ["AlltoAll", "loom", "plan", "2", "1024"],
+        ["Recv", "loom", "plan", "1", "400"],
+        ["Reduce", "nccl", "no_loom_collective", "2", "2400"],
+        ["Send", "loom", "plan", "1", "400"],
+    ], printed
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v"]))
 
@@ -403,7 +525,7 @@ SPLIT_STEPS = ";".join(
         "leave",
         "leave",
         "enter:0,n,0,0",
-        "allreduce:300:float32:sum",
+        "allreduce:300:float32:sum:check",
         "leave",
         "enter:0,0,0,0",
         "allreduce:1024:float32:sum:check",
@@ -413,14 +535,16 @@ SPLIT_STEPS = ";".join(
 )
 
 
-def _check_splits(output: str, tmp_path: Path) -> None:
+def _check_splits(output: str, tmp_path: Path, grouped: bool = False) -> None:
+    """`grouped`: every step ran inside a group, where nothing is compiled on first use (the 3-rank split's
+    all-reduce, with no bundled plan, then goes to the stand-in NCCL, which moves no data)."""
     results = _results(output)
     for rank in range(4):
         for step in SPLIT_STEPS.split(";"):
-            if rank == 1 and step == "allreduce:300:float32:sum":
+            if rank == 1 and step == "allreduce:300:float32:sum:check":
                 continue  # rank 1 is in no communicator of that split
             assert results[f"{rank} {step}"].startswith("ncclSuccess"), (rank, step, output)
-            if step.endswith("check"):
+            if step.endswith("check") and not (grouped and step.startswith("allreduce:300")):
                 assert results[f"{rank} {step}"].endswith("check ok"), (rank, step, output)
     # Colors 0 and 1 take ranks {0, 2} and {1, 3}; the keys put the higher parent rank first.
     children = _children(output)
@@ -431,12 +555,19 @@ def _check_splits(output: str, tmp_path: Path) -> None:
         ["1/3", "2/4"],
         ["2/3", "3/4"],
     ]
-    # Each split's collectives ran on plans of its own size; only the 3-rank one (no bundled plan) forwarded.
+    # Each split's collectives ran on plans of its own size, the 3-rank one (no bundled plan) on one the JIT
+    # compiled on first use; nothing reached NCCL.
     assert "rank 0/2 AllReduce 4096 x float32 sum out of place: Loom plan 'allreduce_allpairs_packet_2r" in output
     assert "rank 1/2 ReduceScatter 256 x int32 sum out of place: Loom plan 'reducescatter" in output
     assert "rank 0/4 AllReduce 1024 x float32 sum out of place: Loom plan 'allreduce_allpairs_packet_4r" in output
     forwarded = [line for line in _fake_log(tmp_path) if line.split()[1] in ("ncclAllReduce", "ncclAllGather")]
-    assert [line for line in forwarded if "count=300" not in line] == [], forwarded
+    if grouped:
+        assert [line for line in forwarded if "count=300" not in line] == [], forwarded
+        return
+    assert forwarded == [], forwarded
+    assert re.search(
+        r"rank 0/3: compiled plan 'allreduce_allpairs_packet_3r_\d+_\d+' for allreduce on first use", output
+    )
 
 
 def test_split_communicators_run_on_loom(tmp_path: Path) -> None:
@@ -451,7 +582,7 @@ def test_split_communicators_of_ranks_driven_by_one_thread(tmp_path: Path) -> No
     # ncclCommInitAll, then every split inside one group per step: the children connect at ncclGroupEnd.
     output = _drive(tmp_path, "initall", "4", SPLIT_STEPS)
     assert "initall -> ncclSuccess" in output and "group end -> ncclSuccess" in output
-    _check_splits(output, tmp_path)
+    _check_splits(output, tmp_path, grouped=True)
 
 
 def test_shrink_leaves_ranks_out(tmp_path: Path) -> None:
@@ -522,9 +653,12 @@ def test_coverage_report_counts_every_call(tmp_path: Path) -> None:
     )
     output = _drive(tmp_path, "threads", "2", steps, LOOM_NCCL_STATS=str(tmp_path / "coverage.%p.json"))
     files = list(tmp_path.glob("coverage.*.json"))
-    assert len(files) == 1 and files[0].name != "coverage.%p.json", files
+    assert len(files) == 1, files
     document = json.loads(files[0].read_text())
-    communicators = sorted(document["communicators"], key=lambda c: (c["origin"], c["rank"]))
+    # %p is the process id, the one of the log's "host:pid:tid" lines.
+    pid = re.search(r"^[^:\s]+:(\d+):\d+ \[-1\] LOOM INFO ncclCommInitRank rank 0/2", output, re.M)[1]
+    assert files[0].name == f"coverage.{pid}.json" and document["pid"] == int(pid), (files, document["pid"])
+    communicators = sorted(document["communicators"], key=lambda c: (c["origin"].split(" of ")[0], c["rank"]))
     assert [(c["origin"].split(" of ")[0], c["rank"], c["world_size"], c["closed"]) for c in communicators] == [
         ("ncclCommInitRank", 0, 2, False),
         ("ncclCommInitRank", 1, 2, False),
@@ -554,7 +688,31 @@ def test_coverage_report_counts_every_call(tmp_path: Path) -> None:
     summary = read_coverage(files)
     assert summary.communicators == 4
     assert summary.total(["loom"]) == (10, 2 * 9104 + 2 * 1024)
-    assert format_coverage(summary).startswith("4 communicators: Loom plans ran 10 of 14 calls between ranks (71.4%)")
+    assert format_coverage(summary).startswith(
+        "1 process, 4 communicators: Loom plans ran 10 of 14 calls between ranks (71.4%)"
+    )
     (tmp_path / "other.json").write_text('{"format": "something else"}')
     with pytest.raises(LoomError, match="other.json: not a coverage report of libloom_nccl.so"):
         read_coverage([tmp_path / "other.json"])
+
+
+def test_a_shape_without_bundled_plans_compiles_its_plans_on_first_use(tmp_path: Path) -> None:
+    steps = "allreduce:1000:float32:sum:check;allreduce:900:float32:sum:check;allgather:100:float32:check"
+    cache = {"LOOM_CACHE_DIR": str(tmp_path / "cache")}
+    output = _drive(tmp_path, "threads", "3", steps, **cache)
+    results = _results(output)
+    for rank in range(3):
+        for step in steps.split(";"):
+            assert results[f"{rank} {step}"] == "ncclSuccess check ok", output
+    # One compile per plan (the second all-reduce's size is in the first one's range), by rank 0.
+    assert output.count("rank 0/3: compiled plan 'allreduce_allpairs_packet_3r_") == 1, output
+    assert "rank 2/3 AllGather 100 x float32 out of place: Loom plan 'allgather_fullmesh_packet_3r_" in output
+    assert len(list((tmp_path / "cache" / "jit").glob("*.json"))) == 2
+    assert not [line for line in _fake_log(tmp_path) if "ncclAllReduce" in line or "ncclAllGather" in line]
+
+    # No compiler (a missing interpreter): said once, and the calls go to NCCL with that reason.
+    broken = _drive(tmp_path, "threads", "3", steps, LOOM_PYTHON=str(tmp_path / "no-python"), **cache)
+    assert broken.count("no plan for allreduce over this shape could be compiled; such calls go to NCCL") == 3
+    assert "cannot start" in broken and "forwarded to NCCL: no Loom plan fits, and none could be compiled" in broken
+    off = _drive(tmp_path, "threads", "3", "allreduce:1000:float32:sum", LOOM_NCCL_JIT="0", **cache)
+    assert "forwarded to NCCL: no Loom plan fits (allreduce, 3 ranks" in off and "compiled plan" not in off

@@ -177,6 +177,21 @@ def _cmd_install_plans(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_jit_plan(args: argparse.Namespace) -> int:
+    from loom.compiler.jit_plans import plan_for_call
+
+    found = plan_for_call(
+        args.collective,
+        world_size=args.world_size,
+        ranks_per_node=args.ranks_per_node,
+        message_bytes=args.bytes,
+        inplace=args.inplace,
+        root=args.root,
+    )
+    print(found.path)
+    return 0
+
+
 def _cmd_nccl_coverage(args: argparse.Namespace) -> int:
     from loom.runtime.nccl_coverage import format_coverage, read_coverage
 
@@ -300,6 +315,18 @@ def build_parser() -> argparse.ArgumentParser:
         "nccl-path", help="print the path of libloom_nccl.so, the NCCL API over Loom (LD_PRELOAD it; docs/nccl.md)"
     )
     nccl_path.set_defaults(run=_cmd_nccl_path)
+
+    jit_plan = sub.add_parser(
+        "jit-plan",
+        help="compile (once, cached) the library plan for one call of a shape with no bundled plan; print its path",
+    )
+    jit_plan.add_argument("--collective", required=True, help="allreduce, allgather, reducescatter, alltoall, broadcast")
+    jit_plan.add_argument("--world-size", type=int, required=True)
+    jit_plan.add_argument("--ranks-per-node", type=int, required=True)
+    jit_plan.add_argument("--bytes", type=int, required=True, help="this rank's input bytes")
+    jit_plan.add_argument("--inplace", action="store_true")
+    jit_plan.add_argument("--root", type=int, default=None)
+    jit_plan.set_defaults(run=_cmd_jit_plan)
 
     coverage = sub.add_parser(
         "nccl-coverage",

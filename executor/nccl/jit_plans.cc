@@ -1,0 +1,173 @@
+#include "jit_plans.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "log.hpp"
+#include "loom/plan_registry.hpp"
+#include "nccl_comm.hpp"
+
+extern char** environ;
+
+namespace loom::nccl {
+namespace {
+
+std::string pythonInterpreter() {
+  if (const char* chosen = std::getenv("LOOM_PYTHON"); chosen != nullptr && *chosen != '\0') return chosen;
+#ifdef LOOM_PYTHON_EXECUTABLE
+  if (::access(LOOM_PYTHON_EXECUTABLE, X_OK) == 0) return LOOM_PYTHON_EXECUTABLE;
+#endif
+  return "python3";
+}
+
+struct Finished {
+  bool ran = false;  // started and ended by itself within the time
+  int status = -1;   // exit status when it ran
+  std::string out;
+  std::string problem;  // why it did not run or end
+};
+
+// Runs `argv` (found on PATH) with this process's environment less LD_PRELOAD (the compiler needs no
+// NCCL), reads what it prints, and kills it past `timeoutMs`.
+Finished runProgram(const std::vector<std::string>& argv, int64_t timeoutMs) {
+  Finished finished;
+  int pipeEnds[2];
+  if (::pipe2(pipeEnds, O_CLOEXEC) != 0) {
+    finished.problem = std::string("pipe: ") + std::strerror(errno);
+    return finished;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], STDERR_FILENO);
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    if (std::strncmp(*entry, "LD_PRELOAD=", 11) != 0) environment.push_back(*entry);
+  }
+  environment.push_back(nullptr);
+  pid_t child = -1;
+  const int spawned = posix_spawnp(&child, args[0], &actions, nullptr, args.data(), environment.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipeEnds[1]);
+  if (spawned != 0) {
+    ::close(pipeEnds[0]);
+    finished.problem = "cannot start " + argv[0] + ": " + std::strerror(spawned);
+    return finished;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  char buffer[4096];
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd wait{pipeEnds[0], POLLIN, 0};
+    if (::poll(&wait, 1, int(std::min<int64_t>(left.count(), 1000))) <= 0) continue;
+    const ssize_t got = ::read(pipeEnds[0], buffer, sizeof(buffer));
+    if (got <= 0) break;  // the child closed its end: it is done
+    finished.out.append(buffer, size_t(got));
+  }
+  ::close(pipeEnds[0]);
+  int status = 0;
+  if (std::chrono::steady_clock::now() >= deadline) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+    finished.problem = argv[0] + " ran past " + std::to_string(timeoutMs) + " ms and was stopped";
+    return finished;
+  }
+  ::waitpid(child, &status, 0);
+  finished.ran = WIFEXITED(status);
+  finished.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (!finished.ran) finished.problem = argv[0] + " died by signal " + std::to_string(WTERMSIG(status));
+  return finished;
+}
+
+std::string lastLine(const std::string& text) {
+  std::string trimmed = text;
+  while (!trimmed.empty() && (trimmed.back() == '\n' || trimmed.back() == ' ')) trimmed.pop_back();
+  return trimmed.substr(trimmed.rfind('\n') == std::string::npos ? 0 : trimmed.rfind('\n') + 1);
+}
+
+// Rank 0's part: "P" and the plan's text, or "E" and why there is none.
+std::string compileOnRankZero(const ncclComm& comm, const SelectionRequest& request) {
+  const std::string python = pythonInterpreter();
+  std::vector<std::string> argv = {python,
+                                   "-m",
+                                   "loom",
+                                   "jit-plan",
+                                   "--collective",
+                                   std::string(collectiveName(request.collective)),
+                                   "--world-size",
+                                   std::to_string(request.worldSize),
+                                   "--ranks-per-node",
+                                   std::to_string(request.ranksPerNode),
+                                   "--bytes",
+                                   std::to_string(request.messageBytes)};
+  if (request.inplace) argv.push_back("--inplace");
+  if (request.root) argv.insert(argv.end(), {"--root", std::to_string(*request.root)});
+  // Within the bootstrap's timeout, which the other ranks wait under meanwhile.
+  const int64_t timeoutMs = std::max<int64_t>(1000, comm.bootstrap->timeoutMs() - 2000);
+  const Finished finished = runProgram(argv, timeoutMs);
+  if (!finished.ran) return "E" + finished.problem;
+  if (finished.status != 0) {
+    return "E" + python + " -m loom jit-plan failed (exit " + std::to_string(finished.status) +
+           "): " + lastLine(finished.out);
+  }
+  const std::string path = lastLine(finished.out);
+  std::ifstream file(path, std::ios::binary);
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (!file || text.str().empty()) return "E" + python + " -m loom jit-plan printed '" + path + "', not a plan file";
+  return "P" + text.str();
+}
+
+std::string failureKey(const SelectionRequest& request) {
+  return std::string(collectiveName(request.collective)) + (request.inplace ? " in place" : "") +
+         (request.root ? " root " + std::to_string(*request.root) : "");
+}
+
+}  // namespace
+
+std::shared_ptr<const Plan> compileOnFirstUse(ncclComm& comm, const CallInfo& call, const Decision& decision,
+                                              std::string* why) {
+  const SelectionRequest request = selectionRequestFor(call, decision.collective, decision.dataType, decision.op);
+  const std::string key = failureKey(request);
+  if (auto failed = comm.jitFailures.find(key); failed != comm.jitFailures.end()) {
+    *why = failed->second;
+    return nullptr;
+  }
+  std::string mine;
+  if (comm.rank == 0) mine = compileOnRankZero(comm, request);
+  const auto all = comm.bootstrap->allGather(std::span(reinterpret_cast<const uint8_t*>(mine.data()), mine.size()));
+  const std::string sent(all[0].begin(), all[0].end());
+  if (sent.empty() || sent[0] != 'P') {
+    *why = sent.empty() ? "rank 0 sent nothing" : sent.substr(1);
+    comm.jitFailures.emplace(key, *why);
+    logLine(LogLevel::kWarn, comm.cudaDevice,
+            "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize) + ": no plan for " + key +
+                " over this shape could be compiled; such calls go to NCCL: " + *why);
+    return nullptr;
+  }
+  auto plan = std::make_shared<const Plan>(Plan::parse(std::string_view(sent).substr(1), "JIT plan from rank 0"));
+  // Ranks that are threads of one process share the registry: each registers the same plan.
+  PlanRegistry::global().add(plan, planInfoFrom(*plan, PlanSource::kUser), /*replace=*/true);
+  logLine(LogLevel::kInfo, comm.cudaDevice,
+          "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize) + ": compiled plan '" +
+              plan->name + "' for " + key + " on first use (JIT)");
+  return plan;
+}
+
+}  // namespace loom::nccl
