@@ -9,7 +9,7 @@
 // STEPS: ';'-separated, each "name:arg:arg..." (see runStep), "rN@name:..." for rank N only
 // (threads, root, rank). "enter:COLORS[:KEYS]" splits (one color and key per rank, comma-separated, "n"
 // for NCCL_SPLIT_NOCOLOR) and "shrink:RANKS" leaves ranks out; the steps after them run on the child
-// (ranks in no child skip them) until "leave" destroys it. Every step prints one line:
+// (ranks in no child skip them) until "leave" destroys it ("abort": ncclCommAbort). Every step prints one line:
 //   "rank R STEP -> ncclResultName" (+ " | last error") and, for steps with "check", "check ok" or
 //   "check FAILED ...". The exit status is 0 when every line printed.
 
@@ -318,9 +318,9 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     return ncclCommShrink(me.parents.back().comm, excluded.data(), int(excluded.size()), &me.comm, nullptr, 0);
   }
 #endif
-  if (name == "leave") {
+  if (name == "leave" || name == "abort") {
     ncclResult_t result = ncclSuccess;
-    if (me.comm != nullptr) result = ncclCommDestroy(me.comm);
+    if (me.comm != nullptr) result = name == "abort" ? ncclCommAbort(me.comm) : ncclCommDestroy(me.comm);
     me.comm = me.parents.back().comm;
     me.rank = me.parents.back().rank;
     me.size = me.parents.back().size;
@@ -374,7 +374,7 @@ void report(const Rank& me, const std::string& step, ncclResult_t result, const 
 bool entersChild(const std::string& step) { return step.rfind("enter:", 0) == 0 || step.rfind("shrink:", 0) == 0; }
 
 // A rank outside every communicator of a split takes no step until "leave".
-bool takes(const Rank& me, const std::string& step) { return me.active || step == "leave"; }
+bool takes(const Rank& me, const std::string& step) { return me.active || step == "leave" || step == "abort"; }
 
 void reportChild(const Rank& me) {
   say("rank " + std::to_string(me.worldRank) +

@@ -6,6 +6,7 @@ World size 1 on one GPU (every call a local copy or nothing, on the call's strea
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,7 +54,7 @@ def _torchrun(world: int, tmp_path: Path, **env: str) -> str:
 @pytest.mark.gpu
 def test_torch_world_size_one(tmp_path: Path) -> None:
     logs = _torchrun(1, tmp_path)
-    assert "ncclCommInitRank rank 0/1" in logs, logs[-4000:]
+    assert re.search(r"ncclCommInitRank(Config)? rank 0/1", logs), logs[-4000:]  # torch passes a config
     assert "AllReduce" in logs and "nothing to do (one rank, in place)" in logs, logs[-4000:]
     # torch's all_to_all is grouped send/recv (to itself here): NCCL's; every collective is Loom's.
     forwarded = [line for line in logs.splitlines() if "forwarded to NCCL" in line]
