@@ -217,7 +217,7 @@ case $stage in
     ;;
   split-bench)
     # Issue 38: the all-reduce on a group made by ncclCommSplit beside the default group's, NCCL and the library.
-    step split_bench 300 python3 bench/nccl_bench.py --nproc "$gpus" --split --max-bytes 268435456 \
+    step split_bench 240 python3 bench/nccl_bench.py --nproc "$gpus" --split --max-bytes 67108864 --repeats 5 \
       --library build-gpu/executor/nccl/libloom_nccl.so --out "$out/nccl_split.md" --data "$out/nccl_split.json"
     ;;
   *)
