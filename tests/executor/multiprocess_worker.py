@@ -287,6 +287,22 @@ def flood() -> None:
     report(rank=comm.rank, ok=True)
 
 
+def jit_overlapping_groups() -> None:
+    """Two 3-rank groups of a 4-rank job that share ranks 1 and 2 (no bundled plan is for 3 ranks): the
+    second group's all-reduce finds, in ranks 1 and 2, the plan the first group had compiled, and not in
+    rank 3; all three still agree on it (before, ranks 1 and 2 ran it while rank 3 waited for rank 0's text)."""
+    comm = loom.Communicator(host_only=True)
+    rank = comm.rank
+    for members in ([0, 1, 2], [1, 2, 3]):
+        group = comm.split(0 if rank in members else None)
+        if group is not None:
+            data = np.full(1000, rank + 1, np.float32)
+            group.all_reduce(data)
+            assert np.all(data == sum(member + 1 for member in members)), (members, data[:4])
+            group.abort()
+    report(rank=rank, ok=True)
+
+
 def main() -> None:
     mode, *args = sys.argv[1:]
     if mode == "collectives":
@@ -301,6 +317,8 @@ def main() -> None:
         cycles(int(args[0]))
     elif mode == "flood":
         flood()
+    elif mode == "jit_overlapping_groups":
+        jit_overlapping_groups()
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

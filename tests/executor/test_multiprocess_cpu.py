@@ -36,3 +36,11 @@ def test_world_sizes_without_bundled_plans_compile_theirs_on_first_use(nproc, tm
     assert sorted(found) == list(range(nproc)), run.stdout[-4000:]
     assert all(records[0]["checked"] == 48 for records in found.values())
     assert list((tmp_path / "jit").glob("*.json")), "rank 0 cached what it compiled"
+
+
+def test_a_jit_plan_one_group_compiled_is_agreed_again_in_another_that_shares_ranks(tmp_path):
+    # Ranks 1 and 2 are in both 3-rank groups: the plan the first compiled is in their registry, not in rank
+    # 3's; the second group exchanges it all the same, so all three run one plan.
+    run = launch(4, "jit_overlapping_groups", env={"LOOM_CACHE_DIR": str(tmp_path)}, limit_s=60)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    assert sorted(results(run.stdout)) == [0, 1, 2, 3], run.stdout[-4000:]

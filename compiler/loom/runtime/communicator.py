@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from loom.compiler.jit_plans import choose, plan_for_call
 from loom.errors import InvalidArgumentError, LoomError
 from loom.native import native_module
+from loom.plan.cache import default_plans_enabled
 from loom.runtime import registry
 from loom.runtime.executor import OPS, Executor
 from loom.runtime.install_plans import ensure_default_plans_installed
@@ -34,6 +35,9 @@ from loom.runtime.tensors import BufferView, buffer_view
 # The bootstrap tag of the message that sets up a send/recv pair: in the range of user tags (below
 # 2^56), at its top, where user traffic is unlikely to be.
 POINT_TO_POINT_TAG = (1 << 56) - 0x5032
+
+# The names of the plans this process registered from the JIT (every communicator's).
+_JIT_PLANS: set[str] = set()
 
 
 class Communicator:
@@ -68,6 +72,7 @@ class Communicator:
         self.parent_ranks: list[int] | None = None  # a split's members: their ranks in the parent
         self._pairs: dict[int, Communicator] = {}  # peer -> the two-rank communicator of send/recv
         self._sends_to_self: deque[tuple[BufferView, object]] = deque()  # (view, tensor) until recv takes it
+        self._jit_agreed: set[str] = set()  # the JIT plans every rank of this communicator took from rank 0
 
     def split(self, color: int | None, key: int | None = None) -> Communicator | None:
         """Like ``ncclCommSplit`` (and ``MPI_Comm_split``): collective over every rank of this communicator.
@@ -209,6 +214,8 @@ class Communicator:
         set's rule picks, compiled on first use (loom.compiler.jit_plans) and registered for the sizes it
         serves. Rank 0 compiles; every rank takes its text over the bootstrap (every rank makes this call at
         the same point), so all run one plan, and a compile error is the same error on every rank."""
+        if not default_plans_enabled():
+            return None  # LOOM_DEFAULT_PLANS=0: the user's plans only, none of Loom's own
         if choose(collective, self.world_size, self.ranks_per_node, message_bytes) is None:
             return None
         mine = b""
@@ -230,6 +237,8 @@ class Communicator:
             raise LoomError(f"rank 0 could not compile a plan for this call: {sent[1:].decode()}")
         plan = native_module().Plan.parse(sent[1:].decode())
         registry.register_plan(plan, replace=True)  # ranks that are threads of one process share the registry
+        _JIT_PLANS.add(plan.name)
+        self._jit_agreed.add(plan.name)
         return plan
 
     def _run(
@@ -252,8 +261,13 @@ class Communicator:
         capturing = self.executor.capturing(handle)
         args = (collective, source.nbytes, source.dtype, self.world_size, self.ranks_per_node)
         plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op)
-        if plan is None and self.world_size > 1 and op == "sum":
-            plan = self._jit_plan(collective, source.nbytes, inplace, root)
+        # A JIT plan another communicator of this process registered is agreed on here too before it runs:
+        # ranks of this one in other processes may not have it, and they come to the exchange.
+        unagreed = plan is not None and plan.name in _JIT_PLANS and plan.name not in self._jit_agreed
+        if (plan is None or unagreed) and self.world_size > 1 and op == "sum":
+            if self._jit_plan(collective, source.nbytes, inplace, root) is not None:
+                # Selected like any registered plan: a custom selector may still refuse it.
+                plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op)
         if plan is not None:
             self.executor.execute_views(plan, source, target, op, handle)
             return
