@@ -320,7 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
         "jit-plan",
         help="compile (once, cached) the library plan for one call of a shape with no bundled plan; print its path",
     )
-    jit_plan.add_argument("--collective", required=True, help="allreduce, allgather, reducescatter, alltoall, broadcast")
+    jit_plan.add_argument(
+        "--collective", required=True, help="allreduce, allgather, reducescatter, alltoall, broadcast"
+    )
     jit_plan.add_argument("--world-size", type=int, required=True)
     jit_plan.add_argument("--ranks-per-node", type=int, required=True)
     jit_plan.add_argument("--bytes", type=int, required=True, help="this rank's input bytes")

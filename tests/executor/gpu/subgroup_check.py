@@ -64,10 +64,14 @@ def check_rank(bootstrap, colors: list[int], sizes: list[int]) -> int:
     reduced.copy_(source)
     group.all_reduce(reduced)  # outside capture: set-up happens here
     ranks.synchronize()
+    # Every group's set-up done before any captures: ranks sharing a GPU are threads of one process, and a
+    # set-up's device-wide wait in another group would invalidate this thread's capture.
+    bootstrap.barrier()
     graph = torch.cuda.CUDAGraph()
     with ranks.capture(graph):
         reduced.copy_(source)
         group.all_reduce(reduced)
+    bootstrap.barrier()
     for replay in range(3):
         data = [torch.randn(count, generator=torch.Generator().manual_seed(500 + 10 * replay + r)) for r in members]
         source.copy_(data[me].cuda())
