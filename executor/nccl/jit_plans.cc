@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "log.hpp"
-#include "loom/plan_registry.hpp"
+#include "loom/plan_registry.hpp"  // planFits, planInfoFrom
 #include "nccl_comm.hpp"
 
 extern char** environ;
@@ -141,33 +141,38 @@ std::string failureKey(const SelectionRequest& request) {
 
 }  // namespace
 
-std::shared_ptr<const Plan> compileOnFirstUse(ncclComm& comm, const CallInfo& call, const Decision& decision,
-                                              std::string* why) {
+bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision) {
   const SelectionRequest request = selectionRequestFor(call, decision.collective, decision.dataType, decision.op);
-  const std::string key = failureKey(request);
-  if (auto failed = comm.jitFailures.find(key); failed != comm.jitFailures.end()) {
-    *why = failed->second;
-    return nullptr;
+  std::shared_ptr<const Plan> plan;
+  for (const auto& kept : comm.jitPlans) {
+    if (planFits(planInfoFrom(*kept), request)) plan = kept;
   }
-  std::string mine;
-  if (comm.rank == 0) mine = compileOnRankZero(comm, request);
-  const auto all = comm.bootstrap->allGather(std::span(reinterpret_cast<const uint8_t*>(mine.data()), mine.size()));
-  const std::string sent(all[0].begin(), all[0].end());
-  if (sent.empty() || sent[0] != 'P') {
-    *why = sent.empty() ? "rank 0 sent nothing" : sent.substr(1);
-    comm.jitFailures.emplace(key, *why);
-    logLine(LogLevel::kWarn, comm.cudaDevice,
-            "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize) + ": no plan for " + key +
-                " over this shape could be compiled; such calls go to NCCL: " + *why);
-    return nullptr;
+  if (!plan) {
+    const std::string key = failureKey(request);
+    if (comm.jitFailures.count(key) != 0) return false;
+    std::string mine;
+    if (comm.rank == 0) mine = compileOnRankZero(comm, request);
+    const auto all = comm.bootstrap->allGather(std::span(reinterpret_cast<const uint8_t*>(mine.data()), mine.size()));
+    const std::string sent(all[0].begin(), all[0].end());
+    const std::string who = "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize);
+    if (sent.empty() || sent[0] != 'P') {
+      const std::string why = sent.empty() ? "rank 0 sent nothing" : sent.substr(1);
+      comm.jitFailures.emplace(key, why);
+      logLine(LogLevel::kWarn, comm.cudaDevice,
+              who + ": no plan for " + key + " over this shape could be compiled; such calls go to NCCL: " + why);
+      return false;
+    }
+    plan = std::make_shared<const Plan>(Plan::parse(std::string_view(sent).substr(1), "JIT plan from rank 0"));
+    comm.jitPlans.push_back(plan);
+    logLine(LogLevel::kInfo, comm.cudaDevice,
+            who + ": compiled plan '" + plan->name + "' for " + key + " on first use (JIT)");
   }
-  auto plan = std::make_shared<const Plan>(Plan::parse(std::string_view(sent).substr(1), "JIT plan from rank 0"));
-  // Ranks that are threads of one process share the registry: each registers the same plan.
-  PlanRegistry::global().add(plan, planInfoFrom(*plan, PlanSource::kUser), /*replace=*/true);
-  logLine(LogLevel::kInfo, comm.cudaDevice,
-          "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize) + ": compiled plan '" +
-              plan->name + "' for " + key + " on first use (JIT)");
-  return plan;
+  decision.plan = plan;
+  decision.messageBytes = request.messageBytes;
+  decision.inplace = request.inplace;
+  decision.route = Route::kLoom;
+  decision.reason = Reason::kPlan;
+  return true;
 }
 
 }  // namespace loom::nccl

@@ -15,10 +15,12 @@ struct ncclComm;
 
 namespace loom::nccl {
 
-// Collective over the communicator (every rank makes the same call at the same point): the plan,
-// registered as a user plan, or null with `why` set (the same on every rank) when it could not be had.
-// Remembers a failure per communicator and (collective, in place, root): the next such call does not try.
-std::shared_ptr<const Plan> compileOnFirstUse(ncclComm& comm, const CallInfo& call, const Decision& decision,
-                                              std::string* why);
+// For a call whose decision is kNoPlan: the communicator's own JIT plan that fits, else one compiled now
+// (collective over the communicator: every rank of it makes the same call at the same point) and kept on
+// the communicator. The plans stay per communicator, not in the process's registry, so that every member
+// of a communicator takes the same steps whatever other communicators its process holds. Fills
+// `decision` for the plan and returns true; false when none could be had (said once, in the log, and not
+// tried again for that collective).
+bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision);
 
 }  // namespace loom::nccl

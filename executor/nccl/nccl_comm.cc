@@ -530,12 +530,7 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
   // communicators of this thread whose calls come later in the group.
   if (decision.reason == Reason::kNoPlan && comm->settings.jit && !info.grouped && comm->executor &&
       decision.op == ReduceOp::kSum && defaultPlansEnabled()) {
-    std::string why;
-    if (compileOnFirstUse(*comm, info, decision, &why)) {
-      decision = decide(info, comm->settings, comm->capabilities(), PlanRegistry::global());
-    } else {
-      decision.reason = Reason::kJitFailed;
-    }
+    if (!useJitPlan(*comm, info, decision)) decision.reason = Reason::kJitFailed;
   }
   note(*comm, info, decision);
   const bool wholeBuffer = info.call == Call::kReduceScatter || info.call == Call::kAllToAll;

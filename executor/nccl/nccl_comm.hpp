@@ -80,6 +80,7 @@ struct ncclComm {
   uint64_t spareBytes = 0;
   // What the JIT could not compile, by collective (jit_plans.hpp): said once, not tried again.
   std::map<std::string, std::string> jitFailures;
+  std::vector<std::shared_ptr<const loom::Plan>> jitPlans;  // compiled on first use, for this communicator
   // Its calls by who ran them and why (made when it is ready).
   std::shared_ptr<loom::nccl::CommunicatorCoverage> coverage;
   // Runs this communicator's calls when a group holds calls of several communicators of this process.
