@@ -13,17 +13,13 @@ _native = pytest.importorskip("loom._native", reason="the native module is not b
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
 import loom  # noqa: E402
 from loom.errors import InvalidArgumentError  # noqa: E402
-from rank_threads import run_ranks  # noqa: E402
+from rank_threads import run_local_ranks  # noqa: E402
 
 WORLD = 4
 
 
 def _run(world: int, body):
-    results = run_ranks(world, _native.UniqueId.create("127.0.0.1"), body, timeout_ms=30000)
-    for rank in range(world):
-        if isinstance(results[rank], BaseException):
-            raise results[rank]
-    return results
+    return run_local_ranks(world, body)
 
 
 def _data(rank: int, count: int) -> np.ndarray:

@@ -18,15 +18,11 @@ import loom.runtime.communicator as communicator_module  # noqa: E402
 from loom.algorithms import ALGORITHMS  # noqa: E402
 from loom.compiler.jit_plans import JIT_COLLECTIVES, choose, plan_for_call  # noqa: E402
 from loom.errors import LoomError  # noqa: E402
-from rank_threads import run_ranks  # noqa: E402
+from rank_threads import run_local_ranks  # noqa: E402
 
 
 def _run(world: int, body):
-    results = run_ranks(world, _native.UniqueId.create("127.0.0.1"), body, timeout_ms=30000)
-    for rank in range(world):
-        if isinstance(results[rank], BaseException):
-            raise results[rank]
-    return results
+    return run_local_ranks(world, body)
 
 
 @pytest.mark.parametrize("world", [3, 5, 6, 7])
@@ -42,6 +38,24 @@ def test_every_collective_has_a_verified_plan_at_odd_world_sizes(world, tmp_path
         "allreduce", world_size=world, ranks_per_node=world, message_bytes=4096 * world, inplace=False
     )
     assert again.from_cache  # cached by content hash
+
+
+@pytest.mark.parametrize(("world", "per_node"), [(2, 1), (3, 1), (6, 2), (12, 4), (12, 6)])
+def test_every_collective_has_a_verified_plan_across_nodes(world, per_node, tmp_path, monkeypatch):
+    # One GPU per node and more than 2 nodes: the all-reduce is allreduce_hierarchical_rs_ag where
+    # allreduce_hierarchical (2 nodes of 2 and more) does not run; the others run any such shape.
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
+    sizes = (4096 * world, 4 << 20) if world == 6 else (4096 * world,)
+    for collective in JIT_COLLECTIVES:
+        for size in sizes:
+            choice = choose(collective, world, per_node, size)
+            assert choice is not None and ALGORITHMS[choice.algorithm].collective == collective, (collective, size)
+            shape = {"world_size": world, "ranks_per_node": per_node}
+            found = plan_for_call(collective, **shape, message_bytes=size, inplace=True)
+            assert found.name.startswith(f"{choice.algorithm}_{world // per_node}x{per_node}_")
+    two_nodes = (world // per_node, per_node) == (2, 6)
+    expected = "allreduce_hierarchical" if two_nodes else "allreduce_hierarchical_rs_ag"
+    assert choose("allreduce", world, per_node, 4096).algorithm == expected
 
 
 def test_a_shape_no_library_algorithm_runs_is_a_clear_error():
