@@ -1,6 +1,6 @@
 """Every library plan on the CPU backend (ranks and thread blocks on host threads, host memory), against
-a numpy reference: world sizes 2, 4 and 8 on one node and 2 nodes x 2 (port channels over TCP), in
-place and out of place, message sizes that do not divide evenly, several calls in a row (LL flags
+a numpy reference: world sizes 2, 4 and 8 on one node, 2 nodes x 2, 3 nodes x 1 and 3 nodes x 2 (port
+channels over TCP), in place and out of place, message sizes that do not divide evenly, several calls in a row (LL flags
 and scratch halves alternate)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import loom  # noqa: E402
 from plan_buffers import plan_buffers  # noqa: E402
 from rank_threads import run_ranks  # noqa: E402
 
-SHAPES = ((2, None), (4, None), (8, None), (4, 2))
+SHAPES = ((2, None), (4, None), (8, None), (4, 2), (3, 1), (6, 2))  # and 3 nodes x 1 GPU, 3 nodes x 2
 DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "uint32": np.uint32}
 CALLS = 3
 
@@ -191,6 +191,26 @@ def test_the_proxy_lets_go_of_the_memories_of_contexts_that_are_dropped():
         held, contexts = results[rank]
         assert contexts == 100
         assert held[0] > 0 and held[-1] == 64 * held[0], held  # 64 contexts' worth: those cached
+
+
+def test_hierarchical_rs_ag_gives_every_rank_the_same_bits():
+    """Across 3 nodes each chunk of the sum is added up by one rank only: float32 outputs are equal bit for
+    bit on every rank (twins that each summed whole shards would add in different orders)."""
+    plan = _plan("allreduce_hierarchical_rs_ag", 6, 2, False)
+    inputs = [np.random.default_rng(50 + r).standard_normal(6 * 1001).astype(np.float32) for r in range(6)]
+
+    def body(bootstrap):
+        executor = loom.Executor(_native.Communicator(bootstrap, host_only=True))
+        output = np.zeros_like(inputs[0])
+        executor.execute(plan, inputs[bootstrap.rank], output)
+        return output
+
+    results = run_ranks(6, _native.UniqueId.create("127.0.0.1"), body, timeout_ms=30000)
+    for rank in range(6):
+        if isinstance(results[rank], BaseException):
+            raise results[rank]
+        assert np.array_equal(results[rank].view(np.uint32), results[0].view(np.uint32)), rank
+    np.testing.assert_allclose(results[0], sum(x.astype(np.float64) for x in inputs), rtol=1e-5, atol=1e-5)
 
 
 def test_port_channel_packets_packed_in_scratch_then_forwarded():

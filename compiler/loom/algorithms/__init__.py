@@ -25,6 +25,16 @@ GiB = 1 << 30
 
 SINGLE_NODE_SIZES = tuple(range(2, 9))  # 2 to 8 GPUs on one node
 TWO_NODES = tuple((2, per_node) for per_node in range(2, 9))  # 2 nodes x 2 to 8 GPUs
+# Across nodes: 2 and more nodes of 1 to 8 GPUs each, up to MAX_MULTI_NODE_RANKS in all. The algorithms that
+# run across nodes take any such shape (peers on other nodes over port channels); the bound keeps their
+# plans (a full mesh grows with the square of the world size) small enough to compile on first use.
+MAX_MULTI_NODE_RANKS = 32
+MULTI_NODE_SHAPES = tuple(
+    (nodes, per_node)
+    for nodes in range(2, MAX_MULTI_NODE_RANKS + 1)
+    for per_node in range(1, 9)
+    if nodes * per_node <= MAX_MULTI_NODE_RANKS
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,11 @@ class Algorithm:
                 if by_nodes
                 else "no multi-node shapes"
             )
+            if self.multi_node == MULTI_NODE_SHAPES:
+                multi = (
+                    f"2 or more nodes x 1 to 8 ranks, {MAX_MULTI_NODE_RANKS} ranks at most"
+                    " (world_size = nodes x ranks_per_node)"
+                )
             raise InvalidArgumentError(f"{self.name} does not support {shape}; it supports {one_node}; and {multi}")
         return world_size, per_node
 
@@ -188,12 +203,22 @@ _ENTRIES = [
         multi_node=TWO_NODES,
     ),
     Algorithm(
+        "allreduce_hierarchical_rs_ag",
+        "allreduce_hierarchical_rs_ag",
+        "allreduce",
+        "simple",
+        "intra-node reduce-scatter, reduce-scatter and all-gather of each shard among its twins on the other"
+        " nodes over port channels, intra-node all-gather: any number of nodes, one GPU per node included",
+        world_sizes=(),
+        multi_node=MULTI_NODE_SHAPES,
+    ),
+    Algorithm(
         "allgather_fullmesh_packet",
         "allgather_fullmesh_packet",
         "allgather",
         "ll",
         "every rank sends its input as LL packets to every peer's scratch; peers unpack into place",
-        multi_node=TWO_NODES,
+        multi_node=MULTI_NODE_SHAPES,
         max_message_bytes=MiB,
     ),
     Algorithm(
@@ -202,7 +227,7 @@ _ENTRIES = [
         "allgather",
         "simple",
         "every rank puts its input straight into every peer's output",
-        multi_node=TWO_NODES,
+        multi_node=MULTI_NODE_SHAPES,
         min_message_bytes=MiB + 1,
     ),
     Algorithm(
@@ -211,7 +236,7 @@ _ENTRIES = [
         "allgather",
         "simple",
         "world_size - 1 ring steps: forward the piece received last step to the next rank",
-        multi_node=TWO_NODES,
+        multi_node=MULTI_NODE_SHAPES,
         min_message_bytes=MiB + 1,
     ),
     Algorithm(
@@ -245,7 +270,7 @@ _ENTRIES = [
         "reducescatter",
         "simple",
         "every rank puts piece p of its input into rank p's scratch; each reduces its own piece",
-        multi_node=TWO_NODES,
+        multi_node=MULTI_NODE_SHAPES,
         min_message_bytes=MiB + 1,
     ),
     Algorithm(
@@ -262,7 +287,7 @@ _ENTRIES = [
         "reducescatter",
         "ll",
         "as reducescatter_fullmesh with LL packets: no signal/wait, the reduction polls the packets",
-        multi_node=TWO_NODES,
+        multi_node=MULTI_NODE_SHAPES,
         max_message_bytes=MiB,
     ),
     Algorithm(
@@ -271,7 +296,7 @@ _ENTRIES = [
         "alltoall",
         "simple",
         "every rank puts piece p of its input into rank p's output (through scratch when in place)",
-        multi_node=TWO_NODES,
+        multi_node=MULTI_NODE_SHAPES,
     ),
     Algorithm(
         "alltoall_read",
@@ -297,7 +322,7 @@ _ENTRIES = [
         "broadcast",
         "simple",
         "the root puts its input into every peer's output once the peer says it is ready",
-        multi_node=TWO_NODES,
+        multi_node=MULTI_NODE_SHAPES,
         options={"root": 0},
     ),
     Algorithm(
@@ -306,7 +331,7 @@ _ENTRIES = [
         "sendrecv",
         "simple",
         "every rank puts its input into the next rank's output (through scratch when in place)",
-        multi_node=TWO_NODES,
+        multi_node=MULTI_NODE_SHAPES,
     ),
 ]
 
@@ -326,4 +351,4 @@ def get(name: str) -> Algorithm:
         raise InvalidArgumentError(f"unknown algorithm {name!r}; the library has: {', '.join(names())}") from None
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "get", "names"]
+__all__ = ["ALGORITHMS", "MAX_MULTI_NODE_RANKS", "MULTI_NODE_SHAPES", "Algorithm", "get", "names"]

@@ -80,6 +80,10 @@ TWO_NODE_TABLE: list[Row] = [
     ("reducescatter_fullmesh", 512 * KiB + 1, GiB, 64, 1024),
 ]
 
+# Across nodes, where a TWO_NODE_TABLE algorithm does not run (more than 2 nodes, one GPU per node): the
+# library algorithm that runs there instead, with the row's sizes and instances.
+ACROSS_NODES_STAND_INS = {"allreduce_hierarchical": "allreduce_hierarchical_rs_ag"}
+
 # One plan per shape for the whole size range the algorithm declares, where the table has no rows of
 # the collective.
 WHOLE_RANGE = ["alltoall_fullmesh", "broadcast", "sendrecv"]
@@ -92,6 +96,12 @@ def rows_for_shape(world_size: int, ranks_per_node: int) -> list[Row]:
 
     one_node = world_size == ranks_per_node
     rows = table_for(world_size) if one_node else scaled(TWO_NODE_TABLE, world_size)
+    if not one_node:
+        shape = (world_size // ranks_per_node, ranks_per_node)
+        rows = [
+            (name if shape in ALGORITHMS[name].multi_node else ACROSS_NODES_STAND_INS.get(name, name), *sizes)
+            for name, *sizes in rows
+        ]
     tuned = {ALGORITHMS[row[0]].collective for row in rows}
     for name in WHOLE_RANGE:
         algorithm = ALGORITHMS[name]
@@ -101,6 +111,7 @@ def rows_for_shape(world_size: int, ranks_per_node: int) -> list[Row]:
 
 
 __all__ = [
+    "ACROSS_NODES_STAND_INS",
     "INSTANCE_DIVISORS",
     "TABLE",
     "TWO_NODE_TABLE",

@@ -71,7 +71,7 @@ def plan_for_call(
     if choice is None:
         raise LoomError(
             f"no library algorithm serves {collective} of {message_bytes} bytes over {shape} (they run 2 to 8 ranks"
-            " on one node, and some two-node shapes: loom compile --list)"
+            " on one node, and 2 or more nodes of 1 to 8 ranks, 32 in all: loom compile --list)"
         )
     nodes = world_size // ranks_per_node
     name = f"{choice.algorithm}_{world_size}r" if nodes == 1 else f"{choice.algorithm}_{nodes}x{ranks_per_node}"

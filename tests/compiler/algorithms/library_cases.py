@@ -10,14 +10,17 @@ from loom.compiler.driver import compile_algorithm
 
 SINGLE_NODE = (2, 3, 4, 8)
 PER_NODE = (2, 4, 8)  # multi-node: 2 nodes x these
+BEYOND_TWO_NODES = ((2, 1), (3, 1), (3, 2))  # and these (nodes, per node), where the algorithm runs them
 VARIANTS = ((1, False), (1, True), (2, False))  # (instances, inplace)
 
 
 def shapes(name: str) -> list[tuple[int, int | None]]:
-    """(world_size, ranks_per_node) pairs to test: one node of 2, 3, 4, 8; 2 nodes x 2, 4, 8."""
+    """(world_size, ranks_per_node) pairs to test: one node of 2, 3, 4, 8; 2 nodes x 2, 4, 8; 2 nodes x 1,
+    3 nodes x 1 and 2."""
     algorithm = ALGORITHMS[name]
     out: list[tuple[int, int | None]] = [(n, None) for n in SINGLE_NODE if n in algorithm.world_sizes]
-    out += [(nodes * g, g) for nodes, g in algorithm.multi_node if g in PER_NODE]
+    out += [(nodes * g, g) for nodes, g in algorithm.multi_node if nodes == 2 and g in PER_NODE]
+    out += [(nodes * g, g) for nodes, g in BEYOND_TWO_NODES if (nodes, g) in algorithm.multi_node]
     return out
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from library_cases import walk_ops
-from loom.algorithms import ALGORITHMS, Algorithm, get, names
+from loom.algorithms import ALGORITHMS, MULTI_NODE_SHAPES, Algorithm, get, names
 from loom.compiler.driver import build_algorithm, compile_algorithm, list_algorithms
 from loom.errors import InvalidArgumentError
 from loom.language import CollectiveProgram
@@ -18,6 +18,7 @@ EXPECTED = {
     "allreduce_rs_ag",
     "allreduce_rs_ag_pipelined",
     "allreduce_hierarchical",
+    "allreduce_hierarchical_rs_ag",
     "allreduce_zero_copy",
     "allreduce_read",
     "allreduce_ring",
@@ -71,9 +72,13 @@ def test_entry_module_signature_and_docstring(name):
     if entry.protocol == "ll":
         assert entry.max_message_bytes <= 1 << 20
     assert entry.world_sizes in ((), tuple(range(2, 9)))
-    assert all(nodes == 2 and 2 <= per_node <= 8 for nodes, per_node in entry.multi_node)
+    assert all(nodes >= 2 and 1 <= per_node <= 8 and nodes * per_node <= 32 for nodes, per_node in entry.multi_node)
     if name in MULTI_NODE_REQUIRED:
-        assert entry.multi_node == tuple((2, g) for g in range(2, 9))
+        assert set(entry.multi_node) >= {(2, g) for g in range(2, 9)}
+    # Every collective but sendrecv has an algorithm for every multi-node shape (what the JIT compiles).
+    for collective in ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast"):
+        shapes = set().union(*(set(e.multi_node) for e in ALGORITHMS.values() if e.collective == collective))
+        assert shapes == set(MULTI_NODE_SHAPES), collective
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -115,7 +120,9 @@ def test_unknown_algorithm_lists_the_known_ones():
         ("allgather_fullmesh", 8, 3, "ranks_per_node must be a positive integer that divides world_size 8"),
         ("allgather_fullmesh", 0, None, "world_size must be a positive integer"),
         ("allgather_fullmesh", "8", None, "world_size must be a positive integer"),
-        ("allgather_fullmesh", 32, 16, "2 nodes x 2 to 8 ranks"),
+        ("allgather_fullmesh", 32, 16, "2 or more nodes x 1 to 8 ranks, 32 ranks at most"),
+        ("allreduce_hierarchical_rs_ag", 40, 8, "does not support 5 nodes x 8 ranks"),
+        ("allreduce_hierarchical_rs_ag", 4, None, "it supports no single-node shapes"),
     ],
 )
 def test_unsupported_shapes_say_what_is_supported(name, world_size, per_node, fragment):
