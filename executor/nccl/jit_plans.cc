@@ -101,7 +101,8 @@ std::string lastLine(const std::string& text) {
   return trimmed.substr(trimmed.rfind('\n') == std::string::npos ? 0 : trimmed.rfind('\n') + 1);
 }
 
-// Rank 0's part: "P" and the plan's text, or "E" and why there is none.
+// Rank 0's part: "P" and the plan's text, or why there is none: "E" the compile failed, "S" the library
+// has no algorithm for the shape, "B" none for this size (`loom jit-plan`'s exit statuses 3 and 4).
 std::string compileOnRankZero(const ncclComm& comm, const SelectionRequest& request) {
   const std::string python = pythonInterpreter();
   std::vector<std::string> argv = {python,
@@ -122,6 +123,9 @@ std::string compileOnRankZero(const ncclComm& comm, const SelectionRequest& requ
   const int64_t timeoutMs = std::max<int64_t>(1000, comm.bootstrap->timeoutMs() - 2000);
   const Finished finished = runProgram(argv, timeoutMs);
   if (!finished.ran) return "E" + finished.problem;
+  if (finished.status == 3 || finished.status == 4) {
+    return std::string(finished.status == 3 ? "S" : "B").append(lastLine(finished.out));
+  }
   if (finished.status != 0) {
     return "E" + python + " -m loom jit-plan failed (exit " + std::to_string(finished.status) +
            "): " + lastLine(finished.out);
@@ -144,26 +148,40 @@ std::string failureKey(const SelectionRequest& request) {
 bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision) {
   const SelectionRequest request = selectionRequestFor(call, decision.collective, decision.dataType, decision.op);
   std::shared_ptr<const Plan> plan;
-  for (const auto& kept : comm.jitPlans) {
-    if (planFits(planInfoFrom(*kept), request)) plan = kept;
+  for (const auto& kept : comm.jit.plans) {
+    if (planFits(kept.info, request)) plan = kept.plan;
   }
   if (!plan) {
     const std::string key = failureKey(request);
-    if (comm.jitFailures.count(key) != 0) return false;
+    const std::string sizedKey = key + " of " + std::to_string(request.messageBytes) + " bytes";
+    for (const std::string& known : {key, sizedKey}) {
+      if (auto found = comm.jit.missing.find(known); found != comm.jit.missing.end()) {
+        decision.reason = found->second.reason;
+        return false;
+      }
+    }
     std::string mine;
     if (comm.rank == 0) mine = compileOnRankZero(comm, request);
     const auto all = comm.bootstrap->allGather(std::span(reinterpret_cast<const uint8_t*>(mine.data()), mine.size()));
     const std::string sent(all[0].begin(), all[0].end());
     const std::string who = "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize);
+    if (!sent.empty() && (sent[0] == 'S' || sent[0] == 'B')) {
+      // Not a failure: the library has no algorithm for it (more ranks than it runs, above 1 GiB).
+      comm.jit.missing.emplace(sent[0] == 'S' ? key : sizedKey, JitPlans::Missing{Reason::kNoPlan, sent.substr(1)});
+      logLine(LogLevel::kInfo, comm.cudaDevice, who + ": such calls go to NCCL: " + sent.substr(1));
+      decision.reason = Reason::kNoPlan;
+      return false;
+    }
     if (sent.empty() || sent[0] != 'P') {
       const std::string why = sent.empty() ? "rank 0 sent nothing" : sent.substr(1);
-      comm.jitFailures.emplace(key, why);
+      comm.jit.missing.emplace(key, JitPlans::Missing{Reason::kJitFailed, why});
       logLine(LogLevel::kWarn, comm.cudaDevice,
               who + ": no plan for " + key + " over this shape could be compiled; such calls go to NCCL: " + why);
+      decision.reason = Reason::kJitFailed;
       return false;
     }
     plan = std::make_shared<const Plan>(Plan::parse(std::string_view(sent).substr(1), "JIT plan from rank 0"));
-    comm.jitPlans.push_back(plan);
+    comm.jit.plans.push_back({planInfoFrom(*plan), plan});
     logLine(LogLevel::kInfo, comm.cudaDevice,
             who + ": compiled plan '" + plan->name + "' for " + key + " on first use (JIT)");
   }

@@ -5,22 +5,42 @@
 // which caches them by content hash), on rank 0, whose plan text every rank takes over the
 // communicator's bootstrap, so all run one plan. The library itself holds no compiler.
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dispatch.hpp"
 #include "loom/plan.hpp"
+#include "loom/plan_registry.hpp"
 
 struct ncclComm;
 
 namespace loom::nccl {
 
+// One communicator's JIT plans (each with its selection metadata, so that a call does not walk the plan)
+// and what could not be had: by collective (in place, root) when the shape has no library algorithm or
+// the compile failed, and by collective and size when only that size has none (above 1 GiB). Said once.
+struct JitPlans {
+  struct Kept {
+    PlanInfo info;
+    std::shared_ptr<const Plan> plan;
+  };
+  struct Missing {
+    Reason reason = Reason::kJitFailed;  // kNoPlan: the library has no algorithm for it, nothing failed
+    std::string why;
+  };
+  std::vector<Kept> plans;
+  std::map<std::string, Missing> missing;
+};
+
 // For a call whose decision is kNoPlan: the communicator's own JIT plan that fits, else one compiled now
 // (collective over the communicator: every rank of it makes the same call at the same point) and kept on
 // the communicator. The plans stay per communicator, not in the process's registry, so that every member
 // of a communicator takes the same steps whatever other communicators its process holds. Fills
-// `decision` for the plan and returns true; false when none could be had (said once, in the log, and not
-// tried again for that collective).
+// `decision` for the plan and returns true; false when none could be had, with the decision's reason
+// kJitFailed (the compile failed: no Python, no loom, an error, a timeout) or kNoPlan (the library has no
+// algorithm for this shape or size): said once, in the log, and not tried again (JitPlans).
 bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision);
 
 }  // namespace loom::nccl

@@ -530,7 +530,7 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
   // communicators of this thread whose calls come later in the group.
   if (decision.reason == Reason::kNoPlan && comm->settings.jit && !info.grouped && comm->executor &&
       decision.op == ReduceOp::kSum && defaultPlansEnabled()) {
-    if (!useJitPlan(*comm, info, decision)) decision.reason = Reason::kJitFailed;
+    useJitPlan(*comm, info, decision);  // no plan: the reason says why (jit_failed or no_plan)
   }
   note(*comm, info, decision);
   const bool wholeBuffer = info.call == Call::kReduceScatter || info.call == Call::kAllToAll;

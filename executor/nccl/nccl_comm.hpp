@@ -18,6 +18,7 @@
 #include "comm_worker.hpp"
 #include "coverage.hpp"
 #include "dispatch.hpp"
+#include "jit_plans.hpp"
 #include "loom/bootstrap.hpp"
 #include "loom/communicator.hpp"
 #include "loom/executor.hpp"
@@ -78,9 +79,8 @@ struct ncclComm {
   // without data passes this one. Old ones stay until the communicator goes: programs in flight use them.
   std::vector<std::shared_ptr<void>> spares;
   uint64_t spareBytes = 0;
-  // What the JIT could not compile, by collective (jit_plans.hpp): said once, not tried again.
-  std::map<std::string, std::string> jitFailures;
-  std::vector<std::shared_ptr<const loom::Plan>> jitPlans;  // compiled on first use, for this communicator
+  // The plans compiled on first use for this communicator, and what could not be had (jit_plans.hpp).
+  loom::nccl::JitPlans jit;
   // Its calls by who ran them and why (made when it is ready).
   std::shared_ptr<loom::nccl::CommunicatorCoverage> coverage;
   // Runs this communicator's calls when a group holds calls of several communicators of this process.

@@ -65,6 +65,25 @@ def test_a_shape_no_library_algorithm_runs_is_a_clear_error():
         plan_for_call("allreduce", world_size=12, ranks_per_node=12, message_bytes=4096, inplace=False)
 
 
+def test_the_jit_plan_command_prints_the_plan_file_or_says_why_there_is_none(tmp_path, monkeypatch, capsys):
+    # What libloom_nccl.so runs on rank 0: the path on stdout; exit 3 when no library algorithm runs the
+    # shape, 4 when none serves the size (it remembers the first for the collective, the second per size).
+    from loom.tools.cli import main
+
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
+    common = ["jit-plan", "--collective", "allreduce", "--ranks-per-node"]
+    assert main([*common, "3", "--world-size", "3", "--bytes", "4096", "--inplace"]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path.parent == tmp_path / "jit"
+    assert '"name": "allreduce_allpairs_packet_3r_0_5793_inplace"' in path.read_text()
+    assert main([*common, "12", "--world-size", "12", "--bytes", "4096"]) == 3
+    assert "no library algorithm serves allreduce of 4096 bytes over 12 ranks, 12 per node (nor any" in (
+        capsys.readouterr().err
+    )
+    assert main([*common, "3", "--world-size", "3", "--bytes", str(3 << 30)]) == 4
+    assert "(there are plans for other sizes)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("world", [3, 6])
 def test_collectives_at_odd_world_sizes_match_numpy(world, tmp_path, monkeypatch):
     monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))

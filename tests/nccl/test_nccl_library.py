@@ -716,3 +716,18 @@ def test_a_shape_without_bundled_plans_compiles_its_plans_on_first_use(tmp_path:
     assert "cannot start" in broken and "forwarded to NCCL: no Loom plan fits, and none could be compiled" in broken
     off = _drive(tmp_path, "threads", "3", "allreduce:1000:float32:sum", LOOM_NCCL_JIT="0", **cache)
     assert "forwarded to NCCL: no Loom plan fits (allreduce, 3 ranks" in off and "compiled plan" not in off
+
+
+def test_a_shape_no_library_algorithm_runs_forwards_with_no_plan_asking_once(tmp_path: Path) -> None:
+    # 12 ranks on one host: the library's algorithms run 2 to 8 on one node. Rank 0 asks the compiler once
+    # per collective; every size of it then goes to NCCL as having no plan (nothing failed), untried.
+    steps = "allreduce:1000:float32:sum;allreduce:2000:float32:sum;allgather:100:float32"
+    output = _drive(tmp_path, "threads", "12", steps, LOOM_CACHE_DIR=str(tmp_path / "cache"))
+    results = _results(output)
+    assert all(results[f"{rank} {step}"] == "ncclSuccess" for rank in range(12) for step in steps.split(";")), output
+    said = "rank 0/12: such calls go to NCCL: loom jit-plan: no library algorithm serves"
+    assert output.count(said + " allreduce of 4000 bytes over 12 ranks") == 1, output
+    assert output.count(said + " allgather") == 1, output
+    assert "AllReduce 2000 x float32 sum out of place: forwarded to NCCL: no Loom plan fits (allreduce, 12" in output
+    assert "none could be compiled" not in output
+    assert len([line for line in _fake_log(tmp_path) if "ncclAllReduce" in line]) == 24

@@ -177,9 +177,25 @@ def _cmd_install_plans(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_jit_plan(args: argparse.Namespace) -> int:
-    from loom.compiler.jit_plans import plan_for_call
+# `loom jit-plan` exit statuses besides 0 and 1 (an error): no library algorithm runs this shape, for any
+# size, or none serves this size (libloom_nccl.so remembers the first for the collective, the second for
+# the size alone).
+JIT_PLAN_NO_SHAPE, JIT_PLAN_NO_SIZE = 3, 4
 
+
+def _cmd_jit_plan(args: argparse.Namespace) -> int:
+    from loom.compiler.jit_plans import choose, plan_for_call
+
+    shape = (args.collective, args.world_size, args.ranks_per_node)
+    if choose(*shape, args.bytes) is None:
+        sized = any(choose(*shape, size) for size in (0, 1 << 20, 1 << 30))
+        print(
+            f"loom jit-plan: no library algorithm serves {args.collective} of {args.bytes} bytes over"
+            f" {args.world_size} ranks, {args.ranks_per_node} per node"
+            + (" (there are plans for other sizes)" if sized else " (nor any other size)"),
+            file=sys.stderr,
+        )
+        return JIT_PLAN_NO_SIZE if sized else JIT_PLAN_NO_SHAPE
     found = plan_for_call(
         args.collective,
         world_size=args.world_size,
@@ -318,7 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     jit_plan = sub.add_parser(
         "jit-plan",
-        help="compile (once, cached) the library plan for one call of a shape with no bundled plan; print its path",
+        help="compile (once, cached) the library plan for one call of a shape with no bundled plan; print its path"
+        f" (exit {JIT_PLAN_NO_SHAPE}: no algorithm runs the shape, {JIT_PLAN_NO_SIZE}: none serves the size)",
     )
     jit_plan.add_argument(
         "--collective", required=True, help="allreduce, allgather, reducescatter, alltoall, broadcast"
