@@ -135,7 +135,8 @@ def check_outcomes(world: int, cases: list[Case], outcomes: list[str]) -> None:
         elif runnable and world == 1:
             assert outcome == "ok", (case, outcome)
         elif runnable and world not in BUNDLED_WORLDS:
-            assert "no plan" in outcome, (case, outcome)
+            # Sums get a plan compiled on first use (the JIT); min and max have no library algorithm.
+            assert outcome == "ok" if case.op == "sum" else "no plan" in outcome, (case, outcome)
         elif not runnable:
             assert outcome.startswith("raised"), (case, outcome)
 
