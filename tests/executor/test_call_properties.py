@@ -135,8 +135,10 @@ def check_outcomes(world: int, cases: list[Case], outcomes: list[str]) -> None:
         elif runnable and world == 1:
             assert outcome == "ok", (case, outcome)
         elif runnable and world not in BUNDLED_WORLDS:
-            # Sums get a plan compiled on first use (the JIT); min and max have no library algorithm.
-            assert outcome == "ok" if case.op == "sum" else "no plan" in outcome, (case, outcome)
+            # Sums get a plan compiled on first use (the JIT) where a library algorithm runs the shape (2 to 8
+            # ranks on one node); min and max, and larger shapes, have no plan.
+            jit = case.op == "sum" and world <= 8
+            assert outcome == "ok" if jit else "no plan" in outcome, (case, outcome)
         elif not runnable:
             assert outcome.startswith("raised"), (case, outcome)
 
