@@ -14,6 +14,7 @@
 #                                        # SPLIT_CASES narrow its one-process and shared-GPU steps
 #   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
 #   scripts/multi_gpu_run.sh split-bench # bench/nccl_bench.py --split: a split group's all-reduce beside the default's
+#   scripts/multi_gpu_run.sh split-latency # bench/nccl_split_latency.py: parent and split through the NCCL API, no torch.distributed
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
 #   scripts/multi_gpu_run.sh launch-overlap  # graph replay and eager to 1 MiB, LOOM_PDL=0 and 1 interleaved
@@ -219,6 +220,11 @@ case $stage in
     # Issue 38: the all-reduce on a group made by ncclCommSplit beside the default group's, NCCL and the library.
     step split_bench 240 python3 bench/nccl_bench.py --nproc "$gpus" --split --max-bytes 67108864 --repeats 5 \
       --library build-gpu/executor/nccl/libloom_nccl.so --out "$out/nccl_split.md" --data "$out/nccl_split.json"
+    ;;
+  split-latency)
+    # Issue 38: the same all-reduce on a parent and its ncclCommSplit child, called through ctypes, in turns.
+    step split_latency 240 env LOOM_NCCL_DEBUG=INFO torchrun --nproc-per-node "$gpus" bench/nccl_split_latency.py \
+      --library build-gpu/executor/nccl/libloom_nccl.so --json "$out/nccl_split_latency.json"
     ;;
   *)
     echo "unknown stage $stage" >&2

@@ -1,0 +1,154 @@
+"""A split communicator's all-reduce beside its parent's, through the NCCL API itself (ctypes), with no
+torch.distributed in between: the parent made by ncclCommInitRank, the child by ncclCommSplit of the same
+ranks (color 0, key = rank), both called on one stream, graph-replayed, in turns at every size. This isolates
+what bench/nccl_bench.py --split cannot (there torch's group bookkeeping is part of each call):
+
+    torchrun --nproc-per-node 2 bench/nccl_split_latency.py --library build/executor/nccl/libloom_nccl.so
+
+Each library given (--library, and --nccl, plain NCCL, by default the one torch loads) is timed alike;
+rank 0 prints one table, and --json writes the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+from pathlib import Path
+
+NCCL_FLOAT32, NCCL_SUM = 7, 0
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_byte * 128)]
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--library", required=True, help="libloom_nccl.so")
+    parser.add_argument("--nccl", default="", help="plain libnccl.so.2 (default: the one torch ships with)")
+    parser.add_argument("--min-bytes", type=int, default=1024)
+    parser.add_argument("--max-bytes", type=int, default=64 << 20)
+    parser.add_argument("--calls-per-graph", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=3, help="parent and child in turns this many times per size")
+    parser.add_argument("--json", default="")
+    return parser.parse_args()
+
+
+def torch_nccl() -> str:
+    import torch
+
+    for folder in Path(torch.__file__).parent.parent.glob("nvidia/nccl/lib"):
+        for library in folder.glob("libnccl.so*"):
+            return str(library)
+    return "libnccl.so.2"
+
+
+class Library:
+    """One NCCL-API library: a parent communicator over every rank and its split."""
+
+    def __init__(self, path: str, rank: int, world: int, share_id) -> None:
+        self.lib = ctypes.CDLL(path)
+        self.lib.ncclAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                           ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        uid = UniqueId()
+        if rank == 0:
+            self.check(self.lib.ncclGetUniqueId(ctypes.byref(uid)), "ncclGetUniqueId")
+        ctypes.memmove(ctypes.byref(uid), share_id(bytes(uid)), 128)
+        self.parent = ctypes.c_void_p()
+        self.check(self.lib.ncclCommInitRank(ctypes.byref(self.parent), world, uid, rank), "ncclCommInitRank")
+        self.child = ctypes.c_void_p()
+        self.check(self.lib.ncclCommSplit(self.parent, 0, rank, ctypes.byref(self.child), None), "ncclCommSplit")
+
+    def check(self, result: int, what: str) -> None:
+        if result != 0:
+            raise RuntimeError(f"{what} returned {result}")
+
+    def all_reduce(self, comm, tensor, stream) -> None:
+        self.check(self.lib.ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), NCCL_FLOAT32,
+                                          NCCL_SUM, comm, stream), "ncclAllReduce")
+
+    def close(self) -> None:
+        for comm in (self.child, self.parent):
+            self.lib.ncclCommDestroy(comm)
+
+
+def main() -> None:
+    args = arguments()
+    import torch
+    import torch.distributed as dist
+
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    def share_id(mine: bytes) -> bytes:
+        box = [mine]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    sizes, size = [], args.min_bytes
+    while size <= args.max_bytes:
+        sizes.append(size)
+        size *= 2
+    paths = {"loom": args.library, "nccl": args.nccl or torch_nccl()}
+    results: dict[str, list[dict]] = {}
+    for name, path in paths.items():
+        library = Library(path, rank, world, share_id)
+        rows = []
+        for size in sizes:
+            tensor = torch.ones(size // 4, device="cuda")
+            times = {"parent": [], "child": []}
+            for _ in range(args.rounds):
+                for which, comm in (("parent", library.parent), ("child", library.child)):
+                    times[which].append(time_graph(library, comm, tensor, args, dist.barrier))
+            rows.append({"bytes": size, **{k: statistics.median(v) for k, v in times.items()}})
+        results[name] = rows
+        torch.cuda.synchronize()
+        library.close()
+    if rank == 0:
+        print(f"{torch.cuda.get_device_name()}, {world} ranks, graph-replayed us per call (medians)")
+        print("| size | Loom parent | Loom child | child/parent | NCCL parent | NCCL child |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        for loom, nccl in zip(results["loom"], results["nccl"], strict=True):
+            print(f"| {loom['bytes']} | {loom['parent']:.2f} | {loom['child']:.2f} | "
+                  f"{loom['child'] / loom['parent']:.2f} | {nccl['parent']:.2f} | {nccl['child']:.2f} |")
+        if args.json:
+            Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), **results}, indent=1))
+    dist.destroy_process_group()
+
+
+def time_graph(library: Library, comm, tensor, args: argparse.Namespace, barrier) -> float:
+    """Median microseconds per call of `calls_per_graph` all-reduces captured in one graph."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            library.all_reduce(comm, tensor, stream.cuda_stream)
+    stream.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for _ in range(args.calls_per_graph):
+            library.all_reduce(comm, tensor, stream.cuda_stream)
+    graph.replay()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(args.repeats):
+        barrier()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1000 / args.calls_per_graph)
+    return statistics.median(samples)
+
+
+if __name__ == "__main__":
+    main()
