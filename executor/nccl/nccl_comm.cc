@@ -100,7 +100,9 @@ void connectLoomSide(ncclComm& comm) {
         std::make_shared<Communicator>(comm.bootstrap, IbConfig::fromEnvironment(),
                                        comm.settings.cpuBackend ? Communicator::kHostOnly : comm.cudaDevice);
     installDefaultPlansOnFirstUse(comm.cudaDevice);
-    comm.executor = std::make_unique<Executor>(comm.communicator);
+    // A split on the parent's GPU shares its proxy (one thread for the port channels of both).
+    const ncclComm* parent = comm.split ? comm.split->parent : nullptr;
+    comm.executor = std::make_unique<Executor>(comm.communicator, parent ? parent->executor.get() : nullptr);
     comm.ranksPerNode = uint32_t(comm.communicator->localWorldSize());
   }
   if (comm.split) return;

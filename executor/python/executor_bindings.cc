@@ -37,11 +37,13 @@ ReduceOp parseReduceOp(const std::string& name) {
 
 void bindExecutor(py::module_& module) {
   py::class_<Executor, std::shared_ptr<Executor>>(module, "Executor", "Runs plans for one rank.")
-      .def(py::init([](const PyCommunicator& communicator) {
+      .def(py::init([](const PyCommunicator& communicator, const Executor* shareProxyOf) {
              py::gil_scoped_release release;
-             return std::make_shared<Executor>(communicator.communicator);
+             return std::make_shared<Executor>(communicator.communicator, shareProxyOf);
            }),
-           py::arg("communicator"))
+           py::arg("communicator"), py::arg("share_proxy_of") = nullptr,
+           "share_proxy_of: the executor of the communicator this one was split from; on the same device both "
+           "use one proxy thread for their port channels")
       .def(
           "execute",
           [](Executor& executor, const Plan& plan, uint64_t input, uint64_t output, uint64_t messageBytes,
@@ -86,6 +88,7 @@ void bindExecutor(py::module_& module) {
         out["generic_transfers"] = stats.genericTransfers;
         out["inlined_contexts"] = stats.inlinedContexts;
         out["proxy_memories"] = stats.proxyMemories;
+        out["proxy_sharers"] = stats.proxySharers;
         out["freed_buffer_contexts_dropped"] = stats.freedBufferContextsDropped;
         out["launches"] = stats.launches;
         return out;

@@ -125,7 +125,7 @@ void CallContext::upload(PlanResources& resources, Backend& backend, const Resol
     } else {
       view.isPort = 1;
       view.port = resources.proxy()->portChannel(channel.proxySemaphore, theirs.proxyIds[1], localProxyIds_[0],
-                                                 int(resources.program().channels[i].id));
+                                                 int(resources.program().channels[i].id), &resources.communicator());
       for (int k = 0; k < 3; ++k) view.portMemory[k] = theirs.proxyIds[k];
       view.staging = channel.staging.get();
       view.stagingMemory = addToProxy(staging_[i]);

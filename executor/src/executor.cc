@@ -25,6 +25,7 @@
 #include "loom/rank_list.hpp"
 #include "plan_cache.hpp"
 #include "plan_resources.hpp"
+#include "shared_proxy.hpp"
 #include "user_buffer_staging.hpp"
 
 namespace loom {
@@ -73,7 +74,7 @@ bool bindsUserBuffers(const Plan& plan) {
 struct Executor::Impl {
   std::shared_ptr<Communicator> communicator;
   std::unique_ptr<Backend> backend;
-  std::unique_ptr<ProxyService> proxy;
+  std::shared_ptr<SharedProxy> proxy;  // this rank's, or its parent's on the same GPU (shared_proxy.hpp)
   std::vector<int> gpuSharers;  // ranks on this rank's GPU, this one included (several: gpu_sharing.hpp)
   std::timed_mutex mutex;       // one call at a time: setup steps must happen in the same order on every rank
   std::unique_ptr<UserBufferStaging> staging;  // the multi-process CPU backend's copies of user buffers
@@ -86,13 +87,7 @@ struct Executor::Impl {
   std::unique_ptr<HostBoard> board;  // callBoard()
   bool boardDecided = false;
 
-  ProxyService& proxyService() {
-    if (!proxy) {
-      proxy = std::make_unique<ProxyService>(*communicator);
-      proxy->start();
-    }
-    return *proxy;
-  }
+  ProxyService& proxyService() { return proxy->get(communicator); }
 
   // Before memory a launched program may use is freed or replaced, every rank's earlier calls must
   // be over: peers write into this rank's scratch and this rank into theirs. `release` frees it then.
@@ -343,8 +338,16 @@ struct Executor::Impl {
     } catch (...) {
     }
     // What the programs queued for the proxy is carried out before the memory it names is freed
-    // (the last signal of a call may still be queued when its kernel ends); an abort drops it.
-    if (proxy) proxy->stop(!aborted);
+    // (the last signal of a call may still be queued when its kernel ends); an abort drops it. A proxy
+    // that other executors still use (a split's, or its parent's) keeps running: this one's triggers
+    // are carried out, and the plans hand their ids back below (with a warning if they never drain).
+    if (ProxyService* service = proxy->made()) {
+      if (proxy.use_count() == 1) {
+        service->stop(!aborted);
+      } else {
+        service->drain();
+      }
+    }
     plans.clear();
     planOrder.clear();
     staging.reset();
@@ -397,10 +400,16 @@ uint64_t planOutputBytes(const Plan& plan, uint64_t messageBytes) {
   return messageBytes;
 }
 
-Executor::Executor(std::shared_ptr<Communicator> communicator) : impl_(std::make_unique<Impl>()) {
+Executor::Executor(std::shared_ptr<Communicator> communicator, const Executor* shareProxyOf)
+    : impl_(std::make_unique<Impl>()) {
   if (!communicator) throw invalid("communicator: null");
   impl_->communicator = std::move(communicator);
   Communicator& comm = *impl_->communicator;
+  if (shareProxyOf != nullptr && shareProxyOf->impl_->proxy->device() == comm.cudaDevice()) {
+    impl_->proxy = shareProxyOf->impl_->proxy;
+  } else {
+    impl_->proxy = std::make_shared<SharedProxy>(comm.cudaDevice());
+  }
   impl_->gpuSharers = checkGpuSharing(comm);
   impl_->backend = comm.cudaDevice() == Communicator::kHostOnly ? makeCpuBackend(comm) : makeGpuBackend(comm);
   // The bundled plans become selectable with the first executor of the process (per cache root).
@@ -445,7 +454,9 @@ bool Executor::capturing(void* stream) const { return impl_->backend->capturing(
 ExecutorStats Executor::stats() const {
   std::lock_guard lock(impl_->mutex);
   ExecutorStats stats = impl_->stats;
-  stats.proxyMemories = impl_->proxy ? impl_->proxy->memoriesHeld() : 0;
+  const ProxyService* proxy = impl_->proxy->made();
+  stats.proxyMemories = proxy ? proxy->memoriesHeld() : 0;
+  stats.proxySharers = uint64_t(impl_->proxy.use_count());
   return stats;
 }
 

@@ -44,6 +44,7 @@ class PlanResources {
   PlanResources& operator=(const PlanResources&) = delete;
 
   const Plan& plan() const { return plan_; }
+  Communicator& communicator() const { return communicator_; }
   const GpuProgram& program() const { return plan_.gpu(uint32_t(communicator_.rank())); }
   const std::vector<ChannelResources>& channels() const { return channels_; }
   bool hasPortChannels() const { return proxy_ != nullptr; }

@@ -155,6 +155,7 @@ RegisteredMemory Communicator::registerMemory(void* data, uint64_t bytes, Transp
     memory->ipcAllocationBytes = info.allocationBytes;
     if (info.fromCuMem) {
       memory->ipcKind = IpcKind::kPosixFd;
+      memory->ipcAllocationId = gpu::allocationId(data);
     } else {
       memory->ipcKind = IpcKind::kLegacy;
       memory->ipcLegacyHandle = gpu::exportLegacyIpcHandle(reinterpret_cast<void*>(info.allocationBase));

@@ -206,7 +206,7 @@ void ProxyService::remove(const std::vector<uint32_t>& memories, const std::vect
 }
 
 device::PortChannelHandle ProxyService::portChannel(uint32_t semaphore, uint32_t dstMemory, uint32_t srcMemory,
-                                                    int channel) const {
+                                                    int channel, const Communicator* user) const {
   std::lock_guard lock(impl_->mutex);
   auto check = [](uint32_t id, bool added, const char* what) {
     if (!added) {
@@ -221,7 +221,8 @@ device::PortChannelHandle ProxyService::portChannel(uint32_t semaphore, uint32_t
   const HostSemaphore& host = **found;
   const int peer = host.connection().remoteRank();
   device::PortChannelHandle handle;
-  handle.fifo = impl_->fifo.deviceHandle(impl_->communicator.deviceDiagnostics().waitContext(channel, peer));
+  const Communicator& labels = user != nullptr ? *user : impl_->communicator;
+  handle.fifo = impl_->fifo.deviceHandle(labels.deviceDiagnostics().waitContext(channel, peer));
   handle.semaphore = host.deviceHandle();
   handle.semaphore.waitContext.channel = channel;
   handle.semaphoreId = semaphore;
@@ -244,6 +245,8 @@ void ProxyService::stop(bool finishQueued) {
   impl_->stopping.store(true, std::memory_order_release);
   impl_->thread.join();
 }
+
+bool ProxyService::drain() const { return impl_->drained(); }
 
 bool ProxyService::running() const { return impl_->thread.joinable(); }
 

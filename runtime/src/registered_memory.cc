@@ -6,13 +6,40 @@
 #include "loom/error.hpp"
 #include "shared_host_segment.hpp"
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 namespace loom {
 namespace {
 
 constexpr uint32_t kMagic = 0x4d52434c;  // "LCRM"
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
+
+// A peer's cuMem allocation imported into this process once per importing device, whatever number of
+// registrations (and communicators: a split's and its parent's) name it: one mapping of its pages, and
+// no import and map at each context set up on it. Keyed by the owner process and its id of the
+// allocation, which CUDA never reuses there (an address may be: a freed allocation's successor).
+std::shared_ptr<void> importSharedPosixFd(const RegisteredMemory::Impl& m, int fd, void** base) {
+  const int device = gpu::currentDevice();
+  if (m.ipcAllocationId == 0) return gpu::importPosixFd(fd, m.ipcAllocationBytes, device, base);
+  using Key = std::tuple<uint64_t, uint64_t, uint64_t, int>;
+  static std::mutex mutex;
+  static std::map<Key, std::pair<std::weak_ptr<void>, void*>> imported;
+  const Key key{m.processHash, m.ipcAllocationId, m.ipcAllocationBytes, device};
+  std::lock_guard lock(mutex);
+  std::erase_if(imported, [](const auto& entry) { return entry.second.first.expired(); });
+  if (auto found = imported.find(key); found != imported.end()) {
+    if (std::shared_ptr<void> mapping = found->second.first.lock()) {
+      *base = found->second.second;
+      return mapping;
+    }
+  }
+  std::shared_ptr<void> mapping = gpu::importPosixFd(fd, m.ipcAllocationBytes, device, base);
+  imported[key] = {mapping, *base};
+  return mapping;
+}
 
 }  // namespace
 
@@ -35,7 +62,7 @@ std::vector<uint8_t> RegisteredMemory::serialize() const {
   out.put(kMagic).put(kVersion);
   out.put(m.id).put(m.hostHash).put(m.processHash).put(int32_t(m.ownerRank));
   out.put(m.address).put(m.bytes).put(m.location).put(int32_t(m.deviceId)).put(m.transports.bits());
-  out.put(m.ipcKind).putBytes(m.ipcLegacyHandle).put(m.ipcOffset).put(m.ipcAllocationBytes);
+  out.put(m.ipcKind).putBytes(m.ipcLegacyHandle).put(m.ipcOffset).put(m.ipcAllocationBytes).put(m.ipcAllocationId);
   out.put(m.ibRkey);
   return out.take();
 }
@@ -63,6 +90,7 @@ std::shared_ptr<RegisteredMemory::Impl> parseRegisteredMemory(std::span<const ui
   in.getBytes(m->ipcLegacyHandle);
   m->ipcOffset = in.get<uint64_t>();
   m->ipcAllocationBytes = in.get<uint64_t>();
+  m->ipcAllocationId = in.get<uint64_t>();
   m->ibRkey = in.get<uint32_t>();
   in.finish();
   if (m->location != MemoryLocation::kHost && m->location != MemoryLocation::kDevice) {
@@ -97,7 +125,7 @@ RegisteredMemory mapRegisteredMemory(std::shared_ptr<RegisteredMemory::Impl> m, 
         throw Error(ErrorCategory::kTransport, "registered memory of rank " + std::to_string(m->ownerRank) +
                                                    ": its file descriptor did not come with it");
       }
-      m->keepAlive = gpu::importPosixFd(fd, m->ipcAllocationBytes, gpu::currentDevice(), &base);
+      m->keepAlive = importSharedPosixFd(*m, fd, &base);
     }
     if (base != nullptr) m->localPointer = static_cast<uint8_t*>(base) + m->ipcOffset;
   } else if (m->hostHash == hostHash() && m->ipcKind == IpcKind::kHostFd) {

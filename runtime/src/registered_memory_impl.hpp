@@ -37,6 +37,7 @@ struct RegisteredMemory::Impl {
   std::array<uint8_t, 64> ipcLegacyHandle{};
   uint64_t ipcOffset = 0;
   uint64_t ipcAllocationBytes = 0;
+  uint64_t ipcAllocationId = 0;  // the owner's CUDA id of the allocation (never reused in its process), or 0
   std::shared_ptr<const SharedHostSegment> hostSegment;
 
   // InfiniBand: the memory region's keys. `ibRegion` owns the registration in the owner process.

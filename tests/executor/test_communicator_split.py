@@ -75,3 +75,39 @@ def test_split_arguments_are_checked():
         return True
 
     assert all(_run(2, body).values())
+
+
+def test_split_shares_its_parents_proxy():
+    """A split on its parent's device uses the parent's proxy for its port channels (one thread for both):
+    both run a port-channel all-to-all against numpy, in turns, and the parent's keeps running after the
+    child is aborted."""
+    from loom.compiler.driver import compile_algorithm
+
+    plans = {
+        size: _native.Plan.parse(compile_algorithm("alltoall_port", size, verify=False, min_message_size=0))
+        for size in (WORLD, 2)
+    }
+    count = 64  # per rank, a multiple of every world size
+    inputs = [_data(r, count) for r in range(WORLD)]
+
+    def expected(members: list[int], me: int) -> np.ndarray:
+        piece = count // len(members)
+        at = members.index(me)
+        return np.concatenate([inputs[r][at * piece : (at + 1) * piece] for r in members])
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        half = comm.split(comm.rank // 2)
+        for _ in range(2):
+            for group, members in ((comm, list(range(WORLD))), (half, half.parent_ranks)):
+                output = np.zeros(count, np.float32)
+                group.executor.execute(plans[group.world_size], inputs[comm.rank], output)
+                np.testing.assert_array_equal(output, expected(members, comm.rank))
+        shared = (comm.executor.stats()["proxy_sharers"], half.executor.stats()["proxy_sharers"])
+        assert half.abort()
+        output = np.zeros(count, np.float32)
+        comm.executor.execute(plans[WORLD], inputs[comm.rank], output)
+        np.testing.assert_array_equal(output, expected(list(range(WORLD)), comm.rank))
+        return shared, comm.executor.stats()["proxy_sharers"]
+
+    assert set(_run(WORLD, body).values()) == {((2, 2), 1)}

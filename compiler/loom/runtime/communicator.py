@@ -48,6 +48,7 @@ class Communicator:
         device: int | None = None,
         host_only: bool = False,
         tags: Iterable[str] = (),
+        _split_from: Communicator | None = None,
     ) -> None:
         """``bootstrap``: a ``loom._native.Bootstrap`` (default: ``Bootstrap.from_environment()``, which
         reads loom.launch, torchrun, Open MPI or Slurm variables). ``device``: this rank's CUDA device
@@ -64,7 +65,9 @@ class Communicator:
         self.host_only = host_only
         self.native = native.Communicator(bootstrap, host_only=host_only, device=device)
         ensure_default_plans_installed()  # a fresh wheel install has them only in the package
-        self.executor = Executor(self.native)  # registers the bundled plans; refuses ranks sharing a GPU
+        # Registers the bundled plans; refuses ranks sharing a GPU. A split (or send/recv pair) on its parent's
+        # device shares the parent's proxy: one thread for the port channels of both.
+        self.executor = Executor(self.native, share_proxy_of=_split_from.executor if _split_from else None)
         self.rank = self.native.rank
         self.world_size = self.native.world_size
         self.ranks_per_node = self.native.local_world_size
@@ -92,7 +95,7 @@ class Communicator:
             return None
         bootstrap, parent_ranks = found
         device = None if self.host_only else self.native.cuda_device
-        child = Communicator(bootstrap, device=device, host_only=self.host_only, tags=self.tags)
+        child = Communicator(bootstrap, device=device, host_only=self.host_only, tags=self.tags, _split_from=self)
         child._owns_bootstrap = True  # made here: abort() closes it
         child.parent_ranks = list(parent_ranks)
         return child
@@ -205,7 +208,7 @@ class Communicator:
             uid = native.UniqueId.from_bytes(self.bootstrap.recv(peer, POINT_TO_POINT_TAG))
         joined = native.Bootstrap(0 if first else 1, 2, uid, timeout_ms=self.bootstrap.timeout_ms)
         device = None if self.host_only else self.native.cuda_device
-        pair = Communicator(joined, device=device, host_only=self.host_only, tags=self.tags)
+        pair = Communicator(joined, device=device, host_only=self.host_only, tags=self.tags, _split_from=self)
         self._pairs[peer] = pair
         return pair
 

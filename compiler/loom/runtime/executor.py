@@ -23,14 +23,16 @@ OPS = ("sum", "min", "max")
 
 
 class Executor:
-    def __init__(self, communicator: object) -> None:
+    def __init__(self, communicator: object, *, share_proxy_of: Executor | None = None) -> None:
+        """``share_proxy_of``: the executor of the communicator this one was split from; on the same device
+        both use one proxy thread for their port channels."""
         native = native_module()
         if not isinstance(communicator, native.Communicator):
             raise InvalidArgumentError(
                 f"communicator: expected a loom._native.Communicator, got {type(communicator).__name__}"
             )
         self.communicator = communicator
-        self._native = native.Executor(communicator)
+        self._native = native.Executor(communicator, share_proxy_of._native if share_proxy_of else None)
         self._plans: dict[str, object] = {}
         # Fixed for the communicator, and asked on every call (each a call into the native layer otherwise).
         self._cuda_device = communicator.cuda_device

@@ -30,7 +30,9 @@ struct ExecutorStats {
   uint64_t specializedTransfers = 0;        // data ops of the contexts built that run specialised (fast path)
   uint64_t genericTransfers = 0;            // and generically
   uint64_t inlinedContexts = 0;             // contexts whose program travels in the inline kernel's parameters
-  uint64_t proxyMemories = 0;               // memories the port channels' proxy holds now: those of the cached contexts
+  uint64_t proxyMemories = 0;  // memories the port channels' proxy holds now: those of the cached contexts (of
+                               // every executor sharing it)
+  uint64_t proxySharers = 0;   // executors sharing this rank's proxy: 1, or more with splits on its GPU
   uint64_t freedBufferContextsDropped = 0;  // contexts dropped because a rank had freed a buffer they use
 };
 
@@ -40,7 +42,9 @@ uint64_t planOutputBytes(const Plan& plan, uint64_t messageBytes);
 
 class Executor {
  public:
-  explicit Executor(std::shared_ptr<Communicator> communicator);
+  // With `shareProxyOf` (the executor of the communicator this one was split from, on the same GPU),
+  // both use one proxy for their port channels; an executor on another GPU gets its own.
+  explicit Executor(std::shared_ptr<Communicator> communicator, const Executor* shareProxyOf = nullptr);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;

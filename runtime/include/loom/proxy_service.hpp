@@ -43,9 +43,14 @@ class ProxyService {
   // How many memories it holds now (added and not removed).
   uint64_t memoriesHeld() const;
   // The device handle of a port channel: the semaphore (and its connection), the peer's memory as
-  // destination, this rank's memory as source. `channel` only labels timeout reports.
-  device::PortChannelHandle portChannel(uint32_t semaphore, uint32_t dstMemory, uint32_t srcMemory,
-                                        int channel = -1) const;
+  // destination, this rank's memory as source. `channel` only labels timeout reports; `user`, the
+  // communicator whose program uses the channel when the proxy is shared (its rank and abort are the
+  // waits'), is the proxy's own by default.
+  device::PortChannelHandle portChannel(uint32_t semaphore, uint32_t dstMemory, uint32_t srcMemory, int channel = -1,
+                                        const Communicator* user = nullptr) const;
+  // Waits until every trigger queued before the call is carried out; false if that takes longer than
+  // the flush timeout (or true at once when the proxy is not running).
+  bool drain() const;
 
   void start();
   // Ends the thread once the triggers already queued are carried out (each bounded by its

@@ -303,6 +303,31 @@ TEST(RegisteredMemory, ThousandCyclesWithMappingsLeakNothing) {
   EXPECT_GE(freeAfter + (8 << 20), freeBefore) << "device memory shrank by " << (freeBefore - freeAfter) << " bytes";
 }
 
+// Two registrations inside one cuMem allocation, each sent to every peer (as a split's context and its
+// parent's would): the peer imports the allocation once, so both land in one mapping, as far apart as
+// they are here.
+TEST(RegisteredMemory, CuMemAllocationImportedOncePerProcess) {
+  Communicator& comm = *job->comm;
+  GpuBuffer buffer(1 << 21, GpuAllocator::kCuMem);
+  const uint64_t offset = 1 << 20;
+  RegisteredMemory first = comm.registerMemory(buffer.data(), 4096, Transport::kCudaIpc);
+  RegisteredMemory second =
+      comm.registerMemory(static_cast<uint8_t*>(buffer.data()) + offset, 4096, Transport::kCudaIpc);
+  for (int peer = 0; peer < comm.worldSize(); ++peer) {
+    if (peer == comm.rank()) continue;
+    comm.sendMemory(first, peer, pairTag(comm.rank(), peer, 200000));
+    comm.sendMemory(second, peer, pairTag(comm.rank(), peer, 200001));
+  }
+  for (int peer = 0; peer < comm.worldSize(); ++peer) {
+    if (peer == comm.rank()) continue;
+    RegisteredMemory a = comm.recvMemory(peer, pairTag(comm.rank(), peer, 200000));
+    RegisteredMemory b = comm.recvMemory(peer, pairTag(comm.rank(), peer, 200001));
+    EXPECT_EQ(static_cast<uint8_t*>(b.data()) - static_cast<uint8_t*>(a.data()), ptrdiff_t(offset))
+        << "rank " << peer << "'s allocation was mapped twice";
+  }
+  job->bootstrap->barrier();  // peers unmap before the owner frees
+}
+
 TEST(PortChannel, PutSignalFlushOverCudaIpc) { checkPortChannel(Transport::kCudaIpc, 6); }
 
 TEST(PortChannel, PutSignalFlushOverTcp) { checkPortChannel(Transport::kTcp, 7); }
