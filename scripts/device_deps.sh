@@ -3,7 +3,8 @@
 # nvcc, CMake, ninja, PyTorch and pytest but no internet. Run `run` with carry
 # ["build/deps", "build/pylibs"] and, in the command, `eval "$(bash scripts/device_build.sh)"`.
 #   build/deps    the Debian packages the build needs beyond the image (simdjson, libibverbs headers),
-#                 unpacked with dpkg -x (DEPS_PREFIX of scripts/device_build.sh)
+#                 unpacked with dpkg -x (DEPS_PREFIX of scripts/device_build.sh), and GoogleTest's sources
+#                 (googletest: multi_gpu_run.sh's runtime stage builds them for the runtime's GPU tests)
 #   build/pylibs  the Python packages the image lacks (lark, pytest-timeout; jsonschema and its dependencies for the
 #                 schema checks), as wheels for the image's Python unpacked there (PY_DEPS)
 # PY_VERSION is the image's Python (default 3.12: docs of the device tool). nccl-tests, for the
@@ -15,8 +16,9 @@ cd "$(dirname "$0")/.."
 python_version=${PY_VERSION:-3.12}
 rm -rf build/deps build/pylibs build/deps-debs build/pylibs-wheels
 mkdir -p build/deps build/pylibs build/deps-debs build/pylibs-wheels
-(cd build/deps-debs && apt-get download -q libsimdjson-dev libsimdjson14 libibverbs-dev libibverbs1 >/dev/null)
+(cd build/deps-debs && apt-get download -q libsimdjson-dev libsimdjson14 libibverbs-dev libibverbs1 googletest >/dev/null)
 for deb in build/deps-debs/*.deb; do dpkg -x "$deb" build/deps; done
+mv build/deps/usr/src/googletest build/deps/googletest && rm -rf build/deps/usr/src
 download() { python3 -m pip download -q --only-binary=:all: --python-version "$python_version" --dest build/pylibs-wheels "$@"; }
 # shellcheck disable=SC2046
 download $(grep -E '^(jsonschema|lark)==' scripts/requirements-dev.txt)

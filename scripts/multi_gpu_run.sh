@@ -14,6 +14,7 @@
 #                                        # SPLIT_CASES narrow its one-process and shared-GPU steps
 #   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
 #   scripts/multi_gpu_run.sh split-bench # bench/nccl_bench.py --split: a split group's all-reduce beside the default's
+#   scripts/multi_gpu_run.sh runtime     # the runtime's GPU tests (tests/runtime/test_runtime_gpu.py), GoogleTest built first
 #   scripts/multi_gpu_run.sh split-latency # bench/nccl_split_latency.py: parent and split through the NCCL API, no torch.distributed
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
@@ -220,6 +221,16 @@ case $stage in
     # Issue 38: the all-reduce on a group made by ncclCommSplit beside the default group's, NCCL and the library.
     step split_bench 240 python3 bench/nccl_bench.py --nproc "$gpus" --split --max-bytes 67108864 --repeats 5 \
       --library build-gpu/executor/nccl/libloom_nccl.so --out "$out/nccl_split.md" --data "$out/nccl_split.json"
+    ;;
+  runtime)
+    # The runtime's GPU programs need GoogleTest, which the image lacks: built from build/deps/googletest.
+    deps=$(realpath build/deps)
+    step runtime_build 300 bash -c "cmake -S '$deps/googletest' -B build-gtest -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX='$PWD/build-gtest/install' && cmake --build build-gtest --target install && \
+      cmake -S . -B build-rt -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_TESTS=ON \
+      '-DCMAKE_PREFIX_PATH=$deps/usr;$PWD/build-gtest/install' -DLOOM_IBVERBS_INCLUDE_DIR='$deps/usr/include' && \
+      cmake --build build-rt --target loom_runtime_gpu_tests loom_runtime_timeout_test"
+    LOOM_BUILD_DIR=$PWD/build-rt step runtime_gpu 200 "${pytest[@]}" tests/runtime/test_runtime_gpu.py
     ;;
   split-latency)
     # Issue 38: the same all-reduce on a parent and its ncclCommSplit child, called through ctypes, in turns.
