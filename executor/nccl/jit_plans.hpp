@@ -40,7 +40,8 @@ struct JitPlans {
 // of a communicator takes the same steps whatever other communicators its process holds. Fills
 // `decision` for the plan and returns true; false when none could be had, with the decision's reason
 // kJitFailed (the compile failed: no Python, no loom, an error, a timeout) or kNoPlan (the library has no
-// algorithm for this shape or size): said once, in the log, and not tried again (JitPlans).
+// algorithm for this shape or size): said once, in the log, and not tried again (JitPlans). Inside a group
+// (call.grouped) nothing is compiled: only a plan kept from an earlier call serves.
 bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision);
 
 }  // namespace loom::nccl

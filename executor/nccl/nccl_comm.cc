@@ -528,9 +528,8 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
   info.capturing = comm->executor && comm->executor->capturing(call.stream);
   Decision decision = decide(info, comm->settings, comm->capabilities(), PlanRegistry::global());
   // A shape with no bundled plan gets one compiled on first use, as the bundled set would have it (so not
-  // with the bundled plans off). Not inside a group: the exchange with the other ranks would wait for
-  // communicators of this thread whose calls come later in the group.
-  if (decision.reason == Reason::kNoPlan && comm->settings.jit && !info.grouped && comm->executor &&
+  // with the bundled plans off); inside a group, one compiled at an earlier call (useJitPlan).
+  if (decision.reason == Reason::kNoPlan && comm->settings.jit && comm->executor &&
       decision.op == ReduceOp::kSum && defaultPlansEnabled()) {
     useJitPlan(*comm, info, decision);  // no plan: the reason says why (jit_failed or no_plan)
   }

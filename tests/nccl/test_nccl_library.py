@@ -710,6 +710,15 @@ def test_a_shape_without_bundled_plans_compiles_its_plans_on_first_use(tmp_path:
     assert len(list((tmp_path / "cache" / "jit").glob("*.json"))) == 2
     assert not [line for line in _fake_log(tmp_path) if "ncclAllReduce" in line or "ncclAllGather" in line]
 
+    # Inside a group a plan compiled at an earlier call serves (the stand-in NCCL computes nothing, so a
+    # right sum is Loom's); a size it does not serve is forwarded, not compiled (that would wait for ranks).
+    grouped = "allreduce:1000:float32:sum;group;allreduce:950:float32:sum:check;allreduce:200000:float32:sum;end"
+    output = _drive(tmp_path, "threads", "3", grouped, **cache)
+    results = _results(output)
+    assert all(results[f"{rank} allreduce:950:float32:sum:check"] == "ncclSuccess check ok" for rank in range(3))
+    assert "rank 0/3 AllReduce 200000 x float32 sum out of place: forwarded to NCCL: no Loom plan fits" in output
+    assert output.count("rank 0/3: compiled plan") == 1, output
+
     # No compiler (a missing interpreter): said once, and the calls go to NCCL with that reason.
     broken = _drive(tmp_path, "threads", "3", steps, LOOM_PYTHON=str(tmp_path / "no-python"), **cache)
     assert broken.count("no plan for allreduce over this shape could be compiled; such calls go to NCCL") == 3
