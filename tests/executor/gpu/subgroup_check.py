@@ -5,6 +5,12 @@ eagerly and replayed from a CUDA graph; then the whole job runs one all-reduce a
 or N ranks as threads sharing GPU 0:
 
     python tests/executor/gpu/subgroup_check.py --share-gpu 4 --colors 0,1,0,1
+
+With ``--port-plans`` (needs CUDA_MODULE_LOADING=EAGER, as port channels between GPUs of one host do) the
+parent and each group also run a port-channel all-to-all (``alltoall_port``) in turns, sharing one proxy
+per rank (the stats' ``proxy_sharers``), and the parent's runs on after the group is aborted:
+
+    CUDA_MODULE_LOADING=EAGER python -m loom.launch -n 2 tests/executor/gpu/subgroup_check.py --colors 0,0 --port-plans
 """
 
 from __future__ import annotations
@@ -20,7 +26,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ranks  # noqa: E402
 
 
-def check_rank(bootstrap, colors: list[int], sizes: list[int]) -> int:
+def port_plan(world_size: int):
+    from loom.compiler.driver import compile_algorithm
+
+    return loom.Plan.parse(compile_algorithm("alltoall_port", world_size, min_message_size=0))
+
+
+def run_all_to_all(communicator, plan, data: list, me: int) -> torch.Tensor:
+    out = torch.empty_like(data[0], device="cuda")
+    communicator.executor.execute(plan, data[me].cuda(), out)
+    return out
+
+
+def check_rank(bootstrap, colors: list[int], sizes: list[int], port_plans: bool = False) -> int:
     comm = loom.Communicator(bootstrap)
     rank, world = comm.rank, comm.world_size
     group = comm.split(colors[rank], key=-rank)
@@ -79,12 +97,39 @@ def check_rank(bootstrap, colors: list[int], sizes: list[int]) -> int:
         ranks.synchronize()
         check(f"graph all_reduce replay {replay}", reduced, sum(x.double() for x in data))
 
+    if port_plans:
+        plans = {n: port_plan(n) for n in {world, size}}
+        count = sizes[0] * world * size
+        for turn in range(2):
+            for who, communicator, order in (("parent", comm, list(range(world))), ("group", group, members)):
+                n = len(order)
+                mine = order.index(rank)
+                data = [torch.randn(count, generator=torch.Generator().manual_seed(700 + 10 * turn + r)) for r in order]
+                out = run_all_to_all(communicator, plans[n], data, mine)
+                piece = count // n
+                expected = torch.cat([x[mine * piece : (mine + 1) * piece] for x in data]).double()
+                check(f"{who}'s port all_to_all, turn {turn}", out, expected)
+        sharers = (comm.executor.stats()["proxy_sharers"], group.executor.stats()["proxy_sharers"])
+        if sharers != (2, 2):
+            failures += 1
+            print(f"[rank {rank}] FAIL the parent and its group share no proxy: proxy_sharers {sharers}", flush=True)
+
     whole = [torch.randn(sizes[0], generator=torch.Generator().manual_seed(900 + r)) for r in range(world)]
     t = whole[rank].cuda()
     comm.all_reduce(t)
     check("the parent's all_reduce after the split", t, sum(x.double() for x in whole))
     ranks.synchronize()
     group.abort()
+    if port_plans:
+        data = [torch.randn(sizes[0] * world, generator=torch.Generator().manual_seed(990 + r)) for r in range(world)]
+        out = run_all_to_all(comm, plans[world], data, rank)
+        piece = sizes[0]
+        check(
+            "the parent's port all_to_all after the group's abort",
+            out,
+            torch.cat([x[rank * piece : (rank + 1) * piece] for x in data]).double(),
+        )
+        ranks.synchronize()
     print(f"[rank {rank}] group {me}/{size} of ranks {members}: {failures} failures", flush=True)
     return failures
 
@@ -98,7 +143,8 @@ if __name__ == "__main__":
         default="1000,65538,1048576",
         help="elements per rank of each call, comma-separated (default: %(default)s)",
     )
+    parser.add_argument("--port-plans", action="store_true", help="also port-channel all-to-alls on a shared proxy")
     arguments = parser.parse_args()
     colors = [int(text) for text in arguments.colors.split(",")]
     sizes = [int(text) for text in arguments.sizes.split(",")]
-    sys.exit(ranks.run(arguments, lambda bootstrap: check_rank(bootstrap, colors, sizes)))
+    sys.exit(ranks.run(arguments, lambda bootstrap: check_rank(bootstrap, colors, sizes, arguments.port_plans)))
