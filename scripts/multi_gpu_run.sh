@@ -15,6 +15,7 @@
 #   scripts/multi_gpu_run.sh nccl-bench  # bench/nccl_bench.py: torch and nccl-tests, NCCL beside the library
 #   scripts/multi_gpu_run.sh split-bench # bench/nccl_bench.py --split: a split group's all-reduce beside the default's
 #   scripts/multi_gpu_run.sh runtime     # the runtime's GPU tests (tests/runtime/test_runtime_gpu.py), GoogleTest built first
+#   scripts/multi_gpu_run.sh peers       # bench/peers.py: NCCL, torch symmetric memory and Loom in the same processes
 #   scripts/multi_gpu_run.sh split-latency # bench/nccl_split_latency.py: parent and split through the NCCL API, no torch.distributed
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
@@ -235,6 +236,11 @@ case $stage in
       '-DCMAKE_PREFIX_PATH=$deps/usr;$PWD/build-gtest/install' -DLOOM_IBVERBS_INCLUDE_DIR='$deps/usr/include' && \
       cmake --build build-rt --target loom_runtime_gpu_tests loom_runtime_timeout_test"
     LOOM_BUILD_DIR=$PWD/build-rt step runtime_gpu 200 "${pytest[@]}" tests/runtime/test_runtime_gpu.py
+    ;;
+  peers)
+    # Issue 40: the strongest peers beside Loom (PEERS_ARGS narrows: sizes, dtypes, modes, collectives).
+    step peers 300 python3 -m loom.launch -n "$gpus" --timeout 280 bench/peers.py --out "$out/peers.json" \
+      ${PEERS_ARGS:---max-bytes 67108864 --modes graph}
     ;;
   split-latency)
     # Issue 38: the same all-reduce on a parent and its ncclCommSplit child, called through ctypes, in turns.

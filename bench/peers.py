@@ -1,0 +1,172 @@
+"""Loom beside the strongest peers on the same GPUs, in the same processes (issue 40): NCCL (torch.distributed),
+PyTorch's symmetric-memory kernels, and Loom's own pick (``loom.Communicator``, the bundled plans). One process
+per GPU:
+
+    python -m loom.launch -n 2 bench/peers.py --out peers.json [--dtypes bfloat16,float32] [--modes graph,eager]
+
+Per collective, size, dtype and mode it prints the median microseconds of each peer and writes them as JSON.
+Every peer's result is checked against NCCL's on the same input first (a peer that disagrees is reported and
+not timed). PyTorch symmetric memory: ``one_shot_all_reduce_out`` and ``two_shot_all_reduce_out`` on buffers
+from ``symm_mem.empty`` + ``rendezvous``, and any reduce-scatter or all-gather kernel this torch has that needs
+no multicast (NVLS stays off: TORCH_SYMM_MEM_DISABLE_MULTICAST=1). MSCCL++ is added by its own script (not here).
+"""
+
+# The timed lambdas run within the loop iteration that defines them (ruff B023 does not see that).
+# ruff: noqa: B023
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import loom
+import torch
+import torch.distributed as dist
+from loom import _native
+from loom.tools.cuda_timing import time_eager, time_graph
+
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--collectives", default=",".join(COLLECTIVES))
+    parser.add_argument("--dtypes", default="bfloat16,float32")
+    parser.add_argument("--modes", default="graph,eager")
+    parser.add_argument("--min-bytes", type=int, default=1024)
+    parser.add_argument("--max-bytes", type=int, default=1 << 30)
+    parser.add_argument("--calls-per-graph", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", default="")
+    return parser.parse_args()
+
+
+def sizes(args: argparse.Namespace) -> list[int]:
+    out, size = [], args.min_bytes
+    while size <= args.max_bytes:
+        out.append(size)
+        size *= 2
+    return out
+
+
+class SymmetricMemory:
+    """PyTorch's symmetric-memory kernels on buffers of one size, or None where torch lacks them."""
+
+    def __init__(self, group_name: str) -> None:
+        import torch.distributed._symmetric_memory as symm_mem
+
+        self.symm_mem = symm_mem
+        self.group_name = group_name
+        self.ops = torch.ops.symm_mem
+        self.buffers: dict[tuple, torch.Tensor] = {}
+
+    def buffer(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
+        key = (numel, dtype)
+        if key not in self.buffers:
+            tensor = self.symm_mem.empty(numel, dtype=dtype, device="cuda")
+            self.symm_mem.rendezvous(tensor, self.group_name)
+            self.buffers[key] = tensor
+        return self.buffers[key]
+
+    def kernels(self, collective: str) -> dict[str, Callable]:
+        """name -> fn(input, output): input is copied into the symmetric buffer outside the timed call."""
+        ops = self.ops
+        found: dict[str, Callable] = {}
+        if collective == "allreduce":
+            if hasattr(ops, "one_shot_all_reduce_out"):
+                found["symm one-shot"] = lambda src, out: ops.one_shot_all_reduce_out(src, "sum", self.group_name, out)
+            if hasattr(ops, "two_shot_all_reduce_out"):
+                found["symm two-shot"] = lambda src, out: ops.two_shot_all_reduce_out(src, "sum", self.group_name, out)
+        elif collective == "reducescatter" and hasattr(ops, "reduce_scatter_out"):
+            found["symm reduce-scatter"] = lambda src, out: ops.reduce_scatter_out(src, self.group_name, False, out)
+        return found
+
+
+def main() -> None:
+    args = arguments()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    world, rank = dist.get_world_size(), dist.get_rank()
+    comm = loom.Communicator(_native.Bootstrap.from_environment())
+    symm = SymmetricMemory(dist.group.WORLD.group_name)
+    results = []
+    for collective in args.collectives.split(","):
+        for dtype_name in args.dtypes.split(","):
+            dtype = getattr(torch, dtype_name)
+            for size in sizes(args):
+                numel = size // dtype.itemsize
+                if numel % world:
+                    continue
+                rows = measure(args, collective, dtype, numel, world, rank, comm, symm)
+                results.extend(rows)
+                if rank == 0:
+                    line = ", ".join(f"{r['peer']} {r['us']:.2f}" for r in rows if r["us"] is not None)
+                    print(f"{collective} {dtype_name} {size} B: {line}", flush=True)
+    if rank == 0 and args.out:
+        report = {
+            "date": datetime.date.today().isoformat(),
+            "device": torch.cuda.get_device_name(),
+            "world_size": world,
+            "torch": torch.__version__,
+            "nccl": ".".join(str(part) for part in torch.cuda.nccl.version()),
+            "results": results,
+        }
+        Path(args.out).write_text(json.dumps(report, indent=1))
+    dist.destroy_process_group()
+
+
+def measure(args, collective: str, dtype, numel: int, world: int, rank: int, comm, symm) -> list[dict]:
+    """Every peer's median microseconds for one call shape, after checking its output against NCCL's."""
+    generator = torch.Generator(device="cuda").manual_seed(1000 + rank)
+    source = torch.randn(numel, device="cuda", dtype=dtype, generator=generator)
+    output_numel = {"allgather": numel * world, "reducescatter": numel // world}.get(collective, numel)
+    peers: dict[str, Callable] = {}
+    if collective == "allreduce":
+        peers["nccl"] = lambda src, out: dist.all_reduce(out)  # in place: `out` holds the input (below)
+        peers["loom"] = lambda src, out: comm.all_reduce(src, output=out)
+    elif collective == "allgather":
+        peers["nccl"] = lambda src, out: dist.all_gather_into_tensor(out, src)
+        peers["loom"] = lambda src, out: comm.all_gather(out, src)
+    elif collective == "reducescatter":
+        peers["nccl"] = lambda src, out: dist.reduce_scatter_tensor(out, src)
+        peers["loom"] = lambda src, out: comm.reduce_scatter(out, src)
+    else:
+        peers["nccl"] = lambda src, out: dist.all_to_all_single(out, src)
+        peers["loom"] = lambda src, out: comm.all_to_all(out, src)
+    symmetric_input = symm.buffer(numel, dtype)
+    symmetric_input.copy_(source)
+    for name, kernel in symm.kernels(collective).items():
+        peers[name] = lambda src, out, k=kernel: k(symmetric_input, out)
+    reference = source.clone() if collective == "allreduce" else torch.empty(output_numel, device="cuda", dtype=dtype)
+    peers["nccl"](source, reference)
+    torch.cuda.synchronize()
+    rows = []
+    for name, call in peers.items():
+        output = source.clone() if collective == "allreduce" else torch.empty(output_numel, device="cuda", dtype=dtype)
+        row = {"collective": collective, "dtype": str(dtype).split(".")[-1], "bytes": numel * dtype.itemsize}
+        try:
+            call(source, output)
+            torch.cuda.synchronize()
+            # Sums in another order: a few units in the last place of the data type.
+            tolerance = 2e-2 if dtype.itemsize == 2 else 1e-4
+            error = ((output.float() - reference.float()).norm() / reference.float().norm().clamp_min(1e-30)).item()
+            if not error <= tolerance:
+                rows.append({**row, "peer": name, "us": None, "error": f"relative error {error:.2e} against NCCL"})
+                continue
+        except Exception as failure:  # a peer torch lacks at this size or dtype: said, not timed
+            rows.append({**row, "peer": name, "us": None, "error": f"{type(failure).__name__}: {failure}"})
+            continue
+        for mode in args.modes.split(","):
+            timer = time_graph if mode == "graph" else time_eager
+            us = timer(lambda: call(source, output), args.calls_per_graph, args.repeats, dist.barrier)
+            rows.append({**row, "peer": name, "mode": mode, "us": us})
+    return rows
+
+
+if __name__ == "__main__":
+    main()
