@@ -31,6 +31,7 @@ std::optional<Collective> loomCollective(Call call) {
     case Call::kRecv:
       return Collective::kSendRecv;
     case Call::kReduce:
+      return Collective::kReduce;
     case Call::kGather:
     case Call::kScatter:
       return std::nullopt;
@@ -39,7 +40,8 @@ std::optional<Collective> loomCollective(Call call) {
 }
 
 bool reduces(Collective collective) {
-  return collective == Collective::kAllReduce || collective == Collective::kReduceScatter;
+  return collective == Collective::kAllReduce || collective == Collective::kReduceScatter ||
+         collective == Collective::kReduce;
 }
 
 std::optional<DataType> loomType(ncclDataType_t type) {
@@ -267,12 +269,14 @@ SelectionRequest selectionRequestFor(const CallInfo& call, Collective collective
   request.dataType = type;
   request.worldSize = call.worldSize;
   request.ranksPerNode = call.ranksPerNode;
-  // Broadcast always runs an in-place plan (the root copies first), so that ranks that pass
-  // different buffers still agree on one plan.
-  request.inplace = collective == Collective::kBroadcast ? true : call.inplace;
+  // Broadcast and Reduce always run an in-place plan (the root copies first), so that ranks that pass
+  // different buffers still agree on one plan: a non-root rank of a Reduce cannot know whether the
+  // root's recvbuff is its sendbuff.
+  const bool rooted = collective == Collective::kBroadcast || collective == Collective::kReduce;
+  request.inplace = rooted ? true : call.inplace;
   request.capturing = call.capturing;
   request.op = op;
-  if (collective == Collective::kBroadcast) request.root = uint32_t(call.root);
+  if (rooted) request.root = uint32_t(call.root);
   return request;
 }
 

@@ -66,7 +66,7 @@ enum class Reason : uint8_t {
   kCustomOp,          // ncclRedOpCreatePreMulSum's operators
   kLoomOff,           // Loom's side is not up on this communicator
   kForced,            // LOOM_NCCL_FORCE_NCCL
-  kNoLoomCollective,  // Reduce, Gather, Scatter
+  kNoLoomCollective,  // Gather, Scatter
   kGroupedPointToPoint,
   kPointToPointWorld,
   kPointToPointSelf,
@@ -90,8 +90,8 @@ struct Decision {
   DataType dataType = DataType::kFloat32;  // kLoom: the type the plan runs with
   ReduceOp op = ReduceOp::kSum;
   uint64_t messageBytes = 0;  // kLoom: Executor::execute's messageBytes (this rank's input)
-  bool inplace = false;       // kLoom: whether the plan runs in place (Broadcast always does)
-  bool average = false;       // kLoom: ncclAvg, run as a sum plan and then the output times 1/n
+  bool inplace = false;       // kLoom: whether the plan runs in place (Broadcast and Reduce always do)
+  bool average = false;       // kLoom: ncclAvg, run as a sum plan and then the output times 1/n (Reduce: the root's)
 };
 
 // The selection request a call makes (for a Loom collective; `op` for the reducing ones); exposed for

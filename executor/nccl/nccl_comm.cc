@@ -569,6 +569,20 @@ void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision
       if (comm.rank == info.root) localCopy(comm, call.recv, call.send, decision.messageBytes, call.stream);
       comm.executor->execute(plan, call.recv, call.recv, decision.messageBytes, decision.dataType, decision.op, stream);
       return;
+    case Call::kReduce: {
+      // An in-place plan (see selectionRequestFor): the root reduces into recvbuff, so it first copies
+      // its sendbuff there; a non-root rank's recvbuff is not written, and may be null, so it passes
+      // its sendbuff as both buffers.
+      const bool root = comm.rank == info.root;
+      void* buffer = root ? call.recv : const_cast<void*>(call.send);
+      if (root) localCopy(comm, call.recv, call.send, decision.messageBytes, call.stream);
+      comm.executor->execute(plan, buffer, buffer, decision.messageBytes, decision.dataType, decision.op, stream);
+      if (decision.average && root) {
+        comm.executor->scale(call.recv, decision.messageBytes, decision.dataType, 1.0f / float(comm.worldSize),
+                             stream);
+      }
+      return;
+    }
     case Call::kSend:
       comm.executor->execute(plan, call.send, spareOf(comm, decision.messageBytes), decision.messageBytes,
                              decision.dataType, decision.op, stream);

@@ -41,7 +41,8 @@ bool booleanVariable(const char* name) {
 }
 
 constexpr Collective kLoomCollectives[] = {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
-                                           Collective::kAllToAll,  Collective::kBroadcast, Collective::kSendRecv};
+                                           Collective::kAllToAll,  Collective::kBroadcast, Collective::kSendRecv,
+                                           Collective::kReduce};
 
 }  // namespace
 
@@ -75,7 +76,8 @@ uint32_t parseCollectiveList(std::string_view text, const std::string& variable)
     }
     if (!known) {
       throw invalid(variable + ": '" + name +
-                    "' is not a Loom collective (allreduce, allgather, reducescatter, alltoall, broadcast, sendrecv)");
+                    "' is not a Loom collective (allreduce, allgather, reducescatter, alltoall, broadcast, reduce, "
+                    "sendrecv)");
     }
     if (comma == std::string_view::npos) break;
     text.remove_prefix(comma + 1);

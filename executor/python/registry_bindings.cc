@@ -36,10 +36,10 @@ std::vector<MutableEntry> exposed(const std::vector<PlanEntry>& entries) {
 
 Collective parseCollective(const std::string& name) {
   for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll,
-                       Collective::kBroadcast, Collective::kSendRecv}) {
+                       Collective::kBroadcast, Collective::kSendRecv, Collective::kReduce}) {
     if (name == collectiveName(c)) return c;
   }
-  throw invalid("collective: expected allreduce, allgather, reducescatter, alltoall, broadcast or sendrecv, got '" +
+  throw invalid("collective: expected allreduce, allgather, reducescatter, alltoall, broadcast, reduce or sendrecv, got '" +
                 name + "'");
 }
 

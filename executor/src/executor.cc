@@ -370,6 +370,9 @@ void checkBuffers(const Plan& plan, uint32_t rank, const BufferLayout& layout, c
   if (output == nullptr) throw invalid("output: null pointer");
   const auto* in = static_cast<const uint8_t*>(input);
   const auto* out = static_cast<const uint8_t*>(output);
+  // A reduce writes the root's output only: a non-root rank may pass any output, its input included
+  // (NCCL's ncclReduce ignores recvbuff there), whether the plan runs in place or not.
+  if (plan.collective == Collective::kReduce && plan.root && rank != *plan.root) return;
   if (!plan.inplace) {
     if (overlap(in, layout.inputBytes(), out, layout.outputBytes())) {
       throw invalid("output: overlaps the input, but plan '" + plan.name +

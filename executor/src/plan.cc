@@ -29,6 +29,8 @@ std::string_view collectiveName(Collective value) {
       return "broadcast";
     case Collective::kSendRecv:
       return "sendrecv";
+    case Collective::kReduce:
+      return "reduce";
   }
   return "?";
 }

@@ -206,7 +206,8 @@ class Decoder {
     if (collective.type() == element_type::STRING && std::string_view(collective) == "test") {
       fail(path.field("collective"),
            "a test plan (MSCCL++'s TestCollective) has no collective to run: it is for the verifier only (loom "
-           "verify); the executor runs allreduce, allgather, reducescatter, alltoall, broadcast and sendrecv plans");
+           "verify); the executor runs allreduce, allgather, reducescatter, alltoall, broadcast, reduce and sendrecv "
+           "plans");
     }
     plan.collective = choice<Collective>(collective, path.field("collective"),
                                          {{"allreduce", Collective::kAllReduce},
@@ -214,6 +215,7 @@ class Decoder {
                                           {"reducescatter", Collective::kReduceScatter},
                                           {"alltoall", Collective::kAllToAll},
                                           {"broadcast", Collective::kBroadcast},
+                                          {"reduce", Collective::kReduce},
                                           {"sendrecv", Collective::kSendRecv}});
     plan.protocol = choice<Protocol>(need(f, 3, path, "a protocol"), path.field("protocol"),
                                      {{"simple", Protocol::kSimple}, {"ll", Protocol::kLL}});

@@ -40,7 +40,8 @@ Enum enumNamed(std::string_view name, const Enum (&values)[N], std::string_view 
 }
 
 constexpr Collective kCollectives[] = {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
-                                       Collective::kAllToAll,  Collective::kBroadcast, Collective::kSendRecv};
+                                       Collective::kAllToAll,  Collective::kBroadcast, Collective::kSendRecv,
+                                       Collective::kReduce};
 constexpr Protocol kProtocols[] = {Protocol::kSimple, Protocol::kLL};
 constexpr ReduceOp kReduceOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax};
 

@@ -22,7 +22,8 @@ Error invalid(const std::string& message) { return Error(ErrorCategory::kInvalid
 std::string describe(const SelectionRequest& request) {
   std::ostringstream out;
   const bool reducing =
-      request.collective == Collective::kAllReduce || request.collective == Collective::kReduceScatter;
+      request.collective == Collective::kAllReduce || request.collective == Collective::kReduceScatter ||
+      request.collective == Collective::kReduce;
   out << collectiveName(request.collective) << " of " << request.messageBytes << " bytes ("
       << dataTypeName(request.dataType) << (reducing ? ", " + std::string(reduceOpName(request.op)) : "") << ", "
       << (request.inplace ? "in place" : "out of place") << ") over "
@@ -102,7 +103,8 @@ bool planFits(const PlanInfo& info, const SelectionRequest& request) {
     return false;
   }
   if (request.messageBytes < info.minMessageBytes || request.messageBytes > info.maxMessageBytes) return false;
-  if (info.collective == Collective::kBroadcast && info.root != request.root) return false;
+  const bool rooted = info.collective == Collective::kBroadcast || info.collective == Collective::kReduce;
+  if (rooted && info.root != request.root) return false;
   if (info.reduceOp && *info.reduceOp != request.op) return false;
   if (!info.dataTypes.empty() &&
       std::find(info.dataTypes.begin(), info.dataTypes.end(), request.dataType) == info.dataTypes.end()) {

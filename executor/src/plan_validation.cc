@@ -57,6 +57,9 @@ class Validator {
     if (plan_.collective == Collective::kBroadcast && !plan_.root) {
       fail(root.field("root"), "missing required field (a broadcast names its root rank)");
     }
+    if (plan_.collective == Collective::kReduce && !plan_.root) {
+      fail(root.field("root"), "missing required field (a reduce names its root rank)");
+    }
     if (plan_.root && *plan_.root >= plan_.worldSize) fail(root.field("root"), outsideWorld(*plan_.root));
 
     const JsonPath gpusPath = root.field("gpus");
@@ -99,6 +102,7 @@ class Validator {
     switch (plan_.collective) {
       case Collective::kAllReduce:
       case Collective::kBroadcast:
+      case Collective::kReduce:
       case Collective::kSendRecv:
         if (out != in) mismatch("output_chunks", in, "output_chunks = input_chunks");
         break;

@@ -91,7 +91,9 @@ TEST(NcclDispatch, TableOfDecisions) {
       {"int8 all-gather moves bytes", call(Call::kAllGather, 1 << 20, 8, ncclInt8), Route::kLoom, Reason::kPlan,
        "allgather"},
       {"float64 all-gather in place", allGatherInPlace, Route::kLoom, Reason::kPlan, "allgather"},
-      {"reduce", call(Call::kReduce, 1024), Route::kForward, Reason::kNoLoomCollective},
+      {"reduce: no bundled plan (the library's JIT compiles one)", call(Call::kReduce, 1024), Route::kForward,
+       Reason::kNoPlan},
+      {"reduce, prod", call(Call::kReduce, 1024, 8, ncclFloat32, ncclProd), Route::kForward, Reason::kOpMissing},
       {"gather", call(Call::kGather, 1024), Route::kForward, Reason::kNoLoomCollective},
       {"scatter", call(Call::kScatter, 1024), Route::kForward, Reason::kNoLoomCollective},
       {"send on 2 ranks", call(Call::kSend, 256, 2), Route::kLoom, Reason::kPlan, "sendrecv"},
@@ -173,8 +175,11 @@ TEST(NcclSettings, EnvironmentErrorsNameTheVariable) {
     EXPECT_EQ(std::string(error.what()), "LOOM_NCCL_FORCE_NCCL='maybe': expected 1/0, true/false, yes/no or on/off");
   }
   unsetenv("LOOM_NCCL_FORCE_NCCL");
-  setenv("LOOM_NCCL_COLLECTIVES", "allreduce,reduce", 1);
+  setenv("LOOM_NCCL_COLLECTIVES", "allreduce,gather", 1);
   EXPECT_THROW(settingsFromEnvironment(), Error);
+  setenv("LOOM_NCCL_COLLECTIVES", "reduce", 1);
+  EXPECT_TRUE(settingsFromEnvironment().allowsOnLoom(Collective::kReduce));
+  EXPECT_FALSE(settingsFromEnvironment().allowsOnLoom(Collective::kBroadcast));
   setenv("LOOM_NCCL_COLLECTIVES", " AllReduce , sendrecv", 1);
   const Settings listed = settingsFromEnvironment();
   EXPECT_TRUE(listed.allowsOnLoom(Collective::kAllReduce));
@@ -231,6 +236,26 @@ TEST(NcclDispatch, AverageIsASumThenAScale) {
   EXPECT_NE(describe(integers, decide(integers, defaults(), Capabilities{}, bundled()))
                 .find("not avg of uint32"),
             std::string::npos);
+}
+
+TEST(NcclDispatch, ReduceAsksForAnInPlacePlanOfItsRoot) {
+  // Every rank asks for the same plan: a non-root rank cannot know whether the root's recvbuff is its
+  // sendbuff, so the request is in place whatever the caller's buffers are (the root copies first).
+  CallInfo reduce = call(Call::kReduce, 1024, 4, ncclFloat32, ncclMax);
+  reduce.root = 3;
+  reduce.inplace = false;
+  const SelectionRequest request =
+      selectionRequestFor(reduce, Collective::kReduce, DataType::kFloat32, ReduceOp::kMax);
+  EXPECT_EQ(request.collective, Collective::kReduce);
+  EXPECT_TRUE(request.inplace);
+  ASSERT_TRUE(request.root.has_value());
+  EXPECT_EQ(*request.root, 3u);
+  EXPECT_EQ(request.op, ReduceOp::kMax);
+  EXPECT_EQ(request.messageBytes, 4096u);
+  CallInfo average = call(Call::kReduce, 1024, 4, ncclBfloat16, ncclAvg);
+  const Decision decision = decide(average, defaults(), Capabilities{}, bundled());
+  EXPECT_TRUE(decision.average);
+  EXPECT_EQ(decision.op, ReduceOp::kSum);
 }
 
 }  // namespace

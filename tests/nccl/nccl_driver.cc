@@ -245,11 +245,28 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     return result;
   }
   if (name == "reduce") {
+    // reduce:COUNT:TYPE:OP:ROOT[:ip][:null]: "null" has the non-root ranks pass recvbuff = nullptr, as
+    // NCCL allows; without it their recvbuff holds -5 and must keep it.
     const size_t c = count();
     const ncclDataType_t type = typeOf(args.at(2));
+    const ncclRedOp_t op = opOf(args.at(3));
+    const int root = std::stoi(args.at(4));
     Buffer& send = keep.emplace_back(c, type);
-    Buffer& recv = keep.emplace_back(c, type);
-    return ncclReduce(send.at(0), recv.at(0), c, type, opOf(args.at(3)), std::stoi(args.at(4)), me.comm, nullptr);
+    Buffer& recv = inplace ? send : keep.emplace_back(c, type);
+    for (size_t i = 0; i < c; ++i) send.set(i, (r + 1) * double(i % 13 + 1));
+    if (!inplace) {
+      for (size_t i = 0; i < c; ++i) recv.set(i, -5.0);
+    }
+    void* recvbuff = r != root && has(args, "null") ? nullptr : recv.at(0);
+    const ncclResult_t result = ncclReduce(send.at(0), recvbuff, c, type, op, root, me.comm, nullptr);
+    const double factor = op == ncclSum ? sumOf(n) : op == ncclMax ? n : op == ncclAvg ? sumOf(n) / n : 1;
+    for (size_t i = 0; i < c; ++i) {
+      // The root gets the reduction; elsewhere recvbuff is untouched (in place: the rank's own input).
+      const double element = double(i % 13 + 1);
+      check.expect(recv, 0, i, r == root ? factor * element : inplace ? (r + 1) * element : -5.0);
+      check.expect(send, 0, i, r == root && inplace ? factor * element : (r + 1) * element);
+    }
+    return result;
   }
 #ifdef LOOM_NCCL_HAS_NCCLALLTOALL
   if (name == "alltoall") {

@@ -121,7 +121,11 @@ STEPS_TWO_RANKS = ";".join(
         "bcast:300:int32:0:check",
         "broadcast:300:float32:1",
         "alltoall:64:float32:check",
-        "reduce:16:float32:sum:1",
+        "reduce:16:float32:sum:1:check",
+        "reduce:300:float32:sum:0:ip:check",
+        "reduce:300:int32:sum:1:null:check",
+        "reduce:64:float32:avg:1:null:check",
+        "reduce:16:float32:prod:1",
         "r0@send:100:float32:1",
         "r1@recv:100:float32:0:check",
         "r1@send:77:int32:0",
@@ -157,7 +161,12 @@ def test_two_ranks_run_on_loom_or_forward(tmp_path: Path) -> None:
     )
     # The bundled broadcasts are from root 0: the JIT compiles one from root 1 on first use.
     assert "compiled plan 'broadcast_2r_0_1073741824_inplace_root1' for broadcast in place root 1" in output
-    assert "Reduce 16 x float32 sum out of place: forwarded to NCCL: Loom has no Reduce collective" in output
+    # No reduce is bundled: the JIT compiles one per root on first use, and Reduce runs on Loom.
+    assert "compiled plan 'reduce_read_2r_0_1073741824_inplace_root1' for reduce in place root 1" in output
+    assert "compiled plan 'reduce_read_2r_0_1073741824_inplace_root0' for reduce in place root 0" in output
+    assert "Reduce 300 x int32 sum out of place: Loom plan 'reduce_read_2r_0_1073741824_inplace_root1'" in output
+    assert "Loom has no Reduce collective" not in output
+    assert "Reduce 16 x float32 prod out of place: forwarded to NCCL: Loom reduces with sum, min, max" in output
     forwarded = [" ".join(line.split()[1:3]) for line in _fake_log(tmp_path)]
     for rank in (0, 1):
         for call in ("ncclAllReduce", "ncclReduce"):
@@ -383,7 +392,7 @@ def test_coverage_report_of_each_process(tmp_path: Path, capsys: pytest.CaptureF
             "allreduce:1024:float32:sum",
             "allreduce:32:float64:sum",
             "alltoall:64:float32",
-            "reduce:300:float32:max:1",
+            "reduce:300:float32:prod:1",
             "r0@send:100:float32:1",
             "r1@recv:100:float32:0",
             "group",
@@ -434,7 +443,7 @@ def test_coverage_report_of_each_process(tmp_path: Path, capsys: pytest.CaptureF
             ("AllReduce", "nccl", "op_missing"): (1, 8 * 4),
             ("AllReduce", "nccl", "type_missing"): (1, 32 * 8),
             ("AlltoAll", "loom", "plan"): (1, 64 * 4 * 2),  # the whole send buffer
-            ("Reduce", "nccl", "no_loom_collective"): (1, 300 * 4),
+            ("Reduce", "nccl", "op_missing"): (1, 300 * 4),
             (point_to_point, "loom", "plan"): (1, 100 * 4),
         }
         assert (child["serial"], child["origin"], child["rank"], child["closed"]) == (
@@ -472,7 +481,7 @@ def test_coverage_report_of_each_process(tmp_path: Path, capsys: pytest.CaptureF
         ["AllReduce", "nccl", "type_missing", "2", "512"],
         ["AlltoAll", "loom", "plan", "2", "1024"],
         ["Recv", "loom", "plan", "1", "400"],
-        ["Reduce", "nccl", "no_loom_collective", "2", "2400"],
+        ["Reduce", "nccl", "op_missing", "2", "2400"],
         ["Send", "loom", "plan", "1", "400"],
     ], printed
 
@@ -645,7 +654,7 @@ def test_coverage_report_counts_every_call(tmp_path: Path) -> None:
             "allreduce:64:float32:prod",
             "allgather:100:float32",
             "reducescatter:64:float32:sum",
-            "reduce:16:float32:sum:1",
+            "reduce:16:float32:prod:1",
             "allreduce:0:float32:sum",
             "enter:0,0",  # the driver destroys the split at the end; its parent is never destroyed
             "allreduce:256:float32:sum",
@@ -672,7 +681,7 @@ def test_coverage_report_counts_every_call(tmp_path: Path) -> None:
         ("AllReduce", "nothing", "empty"): (1, 0),
         ("AllGather", "loom", "plan"): (1, 400),
         ("ReduceScatter", "loom", "plan"): (1, 512),  # the whole send buffer: 64 x 4 bytes x 2 ranks
-        ("Reduce", "nccl", "no_loom_collective"): (1, 64),
+        ("Reduce", "nccl", "op_missing"): (1, 64),
     }
     assert [(r["call"], r["route"], r["calls"], r["bytes"]) for r in communicators[2]["rows"]] == [
         ("AllReduce", "loom", 1, 1024)
@@ -683,7 +692,7 @@ def test_coverage_report_counts_every_call(tmp_path: Path) -> None:
         r" and 9104 of 9424 bytes \(96\.6%\)",
         output,
     ), output
-    assert re.search(r"LOOM INFO   Reduce +nccl +no_loom_collective +1 calls +64 bytes", output), output
+    assert re.search(r"LOOM INFO   Reduce +nccl +op_missing +1 calls +64 bytes", output), output
     assert re.search(r"coverage of comm \d+ \(ncclCommSplit of comm \d+ \(color 0, key 0\)\) rank 0/2", output), output
     summary = read_coverage(files)
     assert summary.communicators == 4

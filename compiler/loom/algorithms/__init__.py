@@ -326,6 +326,15 @@ _ENTRIES = [
         options={"root": 0},
     ),
     Algorithm(
+        "reduce_read",
+        "reduce_read",
+        "reduce",
+        "simple",
+        "the root reads every peer's input once the peer says it is ready and reduces it into its own output;"
+        " only the root's output is written",
+        options={"root": 0},
+    ),
+    Algorithm(
         "sendrecv",
         "sendrecv",
         "sendrecv",

@@ -89,6 +89,24 @@ ACROSS_NODES_STAND_INS = {"allreduce_hierarchical": "allreduce_hierarchical_rs_a
 WHOLE_RANGE = ["alltoall_fullmesh", "broadcast", "sendrecv"]
 
 
+# Collectives the bundled set leaves to the JIT: one plan per shape and root would multiply the bundled
+# plans by the world size, for calls that are rare next to all-reduce and all-gather. The row: the whole
+# size range the algorithm declares, with a few instances so that the root reads with several thread
+# blocks (untuned).
+JIT_ONLY_WHOLE_RANGE = {"reduce_read": 4}
+
+
+def jit_rows_for_shape(world_size: int, ranks_per_node: int) -> list[Row]:
+    """What the JIT may compile for a shape: rows_for_shape's rows, and JIT_ONLY_WHOLE_RANGE's where they run."""
+    from loom.algorithms import ALGORITHMS  # the library imports this module
+
+    rows = rows_for_shape(world_size, ranks_per_node)
+    for name, instances in JIT_ONLY_WHOLE_RANGE.items():
+        algorithm = ALGORITHMS[name]
+        rows.append((name, algorithm.min_message_bytes, algorithm.max_message_bytes, instances, 1024))
+    return rows
+
+
 def rows_for_shape(world_size: int, ranks_per_node: int) -> list[Row]:
     """Every plan to run on ``world_size`` ranks, ``ranks_per_node`` per node: the bundled set's rule
     (plans/build_default_plans.py), and what the JIT compiles for a shape with no bundled plans."""
@@ -113,6 +131,7 @@ def rows_for_shape(world_size: int, ranks_per_node: int) -> list[Row]:
 __all__ = [
     "ACROSS_NODES_STAND_INS",
     "INSTANCE_DIVISORS",
+    "JIT_ONLY_WHOLE_RANGE",
     "TABLE",
     "TWO_NODE_TABLE",
     "WHOLE_RANGE",
@@ -120,6 +139,7 @@ __all__ = [
     "TUNED_WORLD_SIZE",
     "Row",
     "instance_divisor",
+    "jit_rows_for_shape",
     "measured_tables",
     "rows_for_shape",
     "scaled",

@@ -38,7 +38,7 @@ _DESCRIPTIONS = {
     "INT": "a number",
     "JSON_NUMBER": "a number",
     "BOOL": "true or false",
-    "COLLECTIVE": "a collective (allreduce, allgather, reducescatter, alltoall, broadcast, sendrecv)",
+    "COLLECTIVE": "a collective (allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv)",
     "PROTOCOL": "a protocol (simple, ll)",
     "BUFFER": "a buffer name (input, output, scratch)",
     "REDUCE_OP": "a reduce operator (sum, min, max)",

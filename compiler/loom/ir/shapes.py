@@ -7,6 +7,7 @@ from __future__ import annotations
 _SLOTS = {
     "allreduce": (1, 1),
     "broadcast": (1, 1),
+    "reduce": (1, 1),
     "sendrecv": (1, 1),
     "allgather": (1, "n"),
     "reducescatter": ("n", 1),

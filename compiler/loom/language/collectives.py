@@ -41,6 +41,10 @@ class Collective:
         """Output chunks that already hold their final value when input and output alias."""
         return range(0)
 
+    def has_output(self, rank: int) -> bool:
+        """Whether ``rank``'s output is part of the result (a reduce's is at the root only)."""
+        return True
+
     def __repr__(self) -> str:
         kind = type(self).__name__
         return f"{kind}(num_ranks={self.num_ranks}, chunk_factor={self.chunk_factor}, inplace={self.inplace})"
@@ -131,6 +135,27 @@ class Broadcast(Collective):
         return range(self.chunk_factor) if rank == self.root else range(0)
 
 
+class Reduce(Collective):
+    """The root's output holds the reduction over all ranks of the input; the other ranks' outputs are not
+    part of the result (a plan must not write them: NCCL lets a non-root rank pass any buffer, or none)."""
+
+    name = "reduce"
+
+    def __init__(self, num_ranks: int, chunk_factor: int, inplace: bool, root: int = 0) -> None:
+        super().__init__(num_ranks, chunk_factor, inplace)
+        if not isinstance(root, int) or not 0 <= root < num_ranks:
+            raise ValueError(f"root must be a rank from 0 to {num_ranks - 1}, got {root!r}")
+        self.root = root
+
+    def has_output(self, rank: int) -> bool:
+        return rank == self.root
+
+    def expected_output(self, rank: int, index: int) -> frozenset[Contribution]:
+        if rank != self.root:
+            raise ValueError(f"a reduce has no postcondition for rank {rank}'s output (only the root {self.root}'s)")
+        return frozenset((r, index) for r in range(self.num_ranks))
+
+
 class SendRecv(Collective):
     """Each rank sends its input to one other rank, in a pattern the program picks (a ring, pairs, rank +
     4), as in MSCCL++: rank q's output holds rank p(q)'s input for a permutation p without fixed points.
@@ -184,6 +209,7 @@ __all__ = [
     "AllToAll",
     "Broadcast",
     "Collective",
+    "Reduce",
     "ReduceScatter",
     "SendRecv",
     "TestCollective",

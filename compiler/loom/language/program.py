@@ -11,7 +11,7 @@ from typing import Any
 
 from loom.errors import DSLError
 from loom.ir import model as ir
-from loom.language.collectives import Broadcast, Collective
+from loom.language.collectives import Broadcast, Collective, Reduce
 from loom.language.utils import AlgoSpec, ReplicationPolicy
 
 _LANGUAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -160,7 +160,7 @@ class CollectiveProgram:
             max_message_bytes=min(max_message_size, _MAX_MESSAGE_BYTES),
             alignment_bytes=buffer_alignment,
             reuse_scratch=reuse_scratch,
-            root=collective.root if isinstance(collective, Broadcast) else None,
+            root=collective.root if isinstance(collective, (Broadcast, Reduce)) else None,
         )
         for rank in range(num_ranks):
             self.plan.gpus.append(ir.Gpu(rank, collective.input_chunks, collective.output_chunks))

@@ -12,9 +12,10 @@ this version's are missing). Calls are enqueued on the
 current stream and return at once; they work inside ``torch.cuda.graph`` capture. Every rank makes the
 same calls in the same order, as with NCCL.
 
-In place means what it means for NCCL: ``all_reduce(t)`` (without ``output=``) and ``broadcast(t)`` use
-one buffer; ``all_gather(output, input)`` is in place when ``input`` is this rank's slice of ``output``,
-and ``reduce_scatter(output, input)`` when ``output`` is this rank's slice of ``input``.
+In place means what it means for NCCL: ``all_reduce(t)`` (without ``output=``), ``broadcast(t)`` and
+``reduce(t, root)`` (without ``output=``) use one buffer; ``all_gather(output, input)`` is in place when
+``input`` is this rank's slice of ``output``, and ``reduce_scatter(output, input)`` when ``output`` is this
+rank's slice of ``input``.
 """
 
 from __future__ import annotations
@@ -151,6 +152,29 @@ class Communicator:
             raise InvalidArgumentError(f"root: expected a rank from 0 to {self.world_size - 1}, got {root!r}")
         view = buffer_view(tensor, "tensor")
         self._run("broadcast", view, view, "sum", stream, inplace=True, root=root)
+
+    def reduce(
+        self, tensor: object, root: int = 0, op: str = "sum", *, output: object = None, stream: object = None
+    ) -> None:
+        """Reduce ``tensor`` over all ranks into the root's ``output`` (default: ``tensor`` itself, in place), as
+        NCCL's ncclReduce: only the root's output is written; other ranks' ``output`` is ignored. Every rank runs
+        one in-place plan (a non-root rank cannot know whether the root's output is its input), so an
+        out-of-place root first copies ``tensor`` into ``output`` on the call's stream."""
+        if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < self.world_size:
+            raise InvalidArgumentError(f"root: expected a rank from 0 to {self.world_size - 1}, got {root!r}")
+        source = buffer_view(tensor, "tensor")
+        view = source
+        if self.rank == root and output is not None:
+            view = buffer_view(output, "output")
+            if view.nbytes != source.nbytes or view.dtype != source.dtype:
+                raise InvalidArgumentError(
+                    f"output: expected {source.nbytes} bytes of {source.dtype} like the tensor,"
+                    f" got {view.nbytes} bytes of {view.dtype}"
+                )
+            if op not in OPS:
+                raise InvalidArgumentError(f"op: expected one of {', '.join(OPS)}, got {op!r}")
+            self.executor.copy_views(source, view, self.executor.stream_for(stream, [source, view]))
+        self._run("reduce", view, view, op, stream, inplace=True, root=root)
 
     def send(self, tensor: object, peer: int, *, stream: object = None) -> None:
         """Send ``tensor`` to ``peer``, which calls ``recv`` with a buffer of the same size. Only the two ranks

@@ -338,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
         f" (exit {JIT_PLAN_NO_SHAPE}: no algorithm runs the shape, {JIT_PLAN_NO_SIZE}: none serves the size)",
     )
     jit_plan.add_argument(
-        "--collective", required=True, help="allreduce, allgather, reducescatter, alltoall, broadcast"
+        "--collective", required=True, help="allreduce, allgather, reducescatter, alltoall, broadcast, reduce"
     )
     jit_plan.add_argument("--world-size", type=int, required=True)
     jit_plan.add_argument("--ranks-per-node", type=int, required=True)

@@ -8,6 +8,8 @@ output chunk ``i`` of rank ``q`` must hold exactly, once each:
 - reduce-scatter: input chunk ``q·k + i`` of every rank (``k`` = output chunks);
 - all-to-all: input chunk ``q·k + (i mod k)`` of rank ``i div k`` (``k`` = input chunks / n);
 - broadcast: input chunk ``i`` of the root;
+- reduce: at the root, input chunk ``i`` of every rank; the other ranks' outputs must not be written
+  at all (NCCL lets a non-root rank pass any buffer as its output, its input included);
 - send/recv: input chunk ``i`` of one other rank ``p(q)``, where ``p`` is a permutation: each rank's
   input reaches exactly one rank. As in MSCCL++, the plan picks the pattern (a ring, rank + 4, pairs);
   the check reads ``p(q)`` from what output chunk 0 holds and falls back to ``(q - 1) mod n`` when that
@@ -50,6 +52,8 @@ def expected_chunks(program: Program, rank: int, index: int, sender: int | None 
         return [(source, rank * k + piece)]
     if collective == "broadcast":
         return [(program.plan["root"], index)]
+    if collective == "reduce":
+        return [(r, index) for r in range(n)]
     if collective == "sendrecv":
         return [((rank - 1) % n if sender is None else sender, index)]
     raise ValueError(f"unknown collective {collective!r}")
@@ -60,6 +64,9 @@ def check(executor: RunState, rank: int, call: int) -> None:
     program, memory = executor.program, executor.memory
     if not program.shape_ok:
         return  # the shape finding says why there is no postcondition to check
+    if program.collective == "reduce" and rank != program.plan["root"]:
+        _check_untouched(executor, rank, call)
+        return
     f = program.factor
     host = (rank, "host")
     sender = _sender(executor, rank, call) if program.collective == "sendrecv" else None
@@ -79,6 +86,22 @@ def check(executor: RunState, rank: int, call: int) -> None:
             executor.log.add(
                 _finding(program, rank, index, call, values, bad, wanted), key=("postcondition", rank, index)
             )
+
+
+def _check_untouched(executor: RunState, rank: int, call: int) -> None:
+    """A reduce's non-root rank: nothing may have written its output (it may be any buffer of the caller's)."""
+    program, memory = executor.program, executor.memory
+    for index in range(program.chunks(rank, "output")):
+        for part in range(program.factor):
+            buffer, start = program.alias(rank, "output", index * program.factor + part)
+            value = memory.read((rank, "host"), None, memory.key(Ref(rank, buffer, start, 1), 0, call), call + 1)
+            if value is not None and value.writer is not None:
+                message = f"rank {rank} output[{index}] is written, but a reduce writes the root's output only"
+                message += f" (root {program.plan['root']}): a non-root rank's output may be any buffer of its caller's"
+                executor.log.add(
+                    finding_at(value.writer, "postcondition", message, call), key=("postcondition", rank, index)
+                )
+                break
 
 
 def _sender(executor: RunState, rank: int, call: int) -> int | None:

@@ -13,7 +13,9 @@
 
 namespace loom {
 
-enum class Collective : uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSendRecv };
+// kReduce comes last so that the values of the others (bits of LOOM_NCCL collective lists, cached
+// selections) stay what they were.
+enum class Collective : uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSendRecv, kReduce };
 enum class Protocol : uint8_t { kSimple, kLL };
 enum class BufferType : uint8_t { kInput, kOutput, kScratch };
 enum class ChannelType : uint8_t { kMemory, kPort, kSwitch };

@@ -41,7 +41,7 @@ struct PlanInfo {
   uint64_t maxMessageBytes = 0;
   Protocol protocol = Protocol::kSimple;
   bool inplace = false;
-  std::optional<uint32_t> root;      // broadcast plans: the rank whose data goes out
+  std::optional<uint32_t> root;      // broadcast plans: the rank whose data goes out; reduce: the one that receives
   std::optional<ReduceOp> reduceOp;  // the operator its reductions use; none for plans that only move data
   std::vector<DataType> dataTypes;   // empty: every data type
   std::vector<std::string> tags;     // a request's tags must all be among these

@@ -45,8 +45,8 @@ def case_id(case: tuple) -> str:
 
 
 def options_for(name: str, world_size: int) -> dict:
-    # Broadcast from the last rank, so that a root-0 assumption anywhere would show.
-    return {"root": world_size - 1} if name == "broadcast" else {}
+    # Broadcast and reduce from the last rank, so that a root-0 assumption anywhere would show.
+    return {"root": world_size - 1} if name in ("broadcast", "reduce_read") else {}
 
 
 @functools.cache

@@ -45,7 +45,7 @@ def test_plan_header_schema_and_provenance(case):
         algorithm.min_message_bytes,
         algorithm.max_message_bytes,
     )
-    if name == "broadcast":
+    if name in ("broadcast", "reduce_read"):
         assert plan["root"] == world_size - 1
     metadata = plan["metadata"]
     assert metadata["compiler_version"] == __version__

@@ -35,6 +35,7 @@ EXPECTED = {
     "alltoall_read",
     "alltoall_port",
     "broadcast",
+    "reduce_read",
     "sendrecv",
 }
 MULTI_NODE_REQUIRED = {
@@ -123,6 +124,8 @@ def test_unknown_algorithm_lists_the_known_ones():
         ("allgather_fullmesh", 32, 16, "2 or more nodes x 1 to 8 ranks, 32 ranks at most"),
         ("allreduce_hierarchical_rs_ag", 40, 8, "does not support 5 nodes x 8 ranks"),
         ("allreduce_hierarchical_rs_ag", 4, None, "it supports no single-node shapes"),
+        ("reduce_read", 9, None, "world sizes 2 to 8 on one node"),
+        ("reduce_read", 8, 4, "no multi-node shapes"),
     ],
 )
 def test_unsupported_shapes_say_what_is_supported(name, world_size, per_node, fragment):
@@ -147,6 +150,7 @@ def test_unsupported_shapes_say_what_is_supported(name, world_size, per_node, fr
         ("allreduce_rs_ag_pipelined", {"iterations": 0}, "option iterations must be an integer from 1 to 1024"),
         ("broadcast", {"root": 4}, "option root must be an integer from 0 to 3"),
         ("broadcast", {"root": -1}, "option root must be an integer from 0 to 3"),
+        ("reduce_read", {"root": 4}, "option root must be an integer from 0 to 3"),
     ],
 )
 def test_bad_arguments_name_the_argument(name, kwargs, fragment):
@@ -175,6 +179,8 @@ def test_options_reach_the_plan():
     assert plan["metadata"]["parameters"]["options"]["iterations"] == 8
     broadcast = json.loads(compile_algorithm("broadcast", 4, root=2))
     assert broadcast["root"] == 2
+    reduce = json.loads(compile_algorithm("reduce_read", 4, root=3))
+    assert (reduce["collective"], reduce["root"]) == ("reduce", 3)
 
 
 def test_options_change_the_source_hash():

@@ -150,3 +150,48 @@ def test_reading_all_reduce_in_place_without_its_middle_handshake_races_with_the
             ]
     races = _only(verify(plan), "race")
     assert any("read_reduce" in f.op_text and "get" in f.message for f in races)
+
+
+def _reduce_plan(world_size: int, root: int, inplace: bool = False) -> dict:
+    return json.loads(compile_algorithm("reduce_read", world_size, root=root, inplace=inplace, verify=False))
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4, 8])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_reduce_read_is_proved_for_every_root(world_size, inplace):
+    for root in range(world_size):
+        assert verify(_reduce_plan(world_size, root, inplace), calls=3) == [], (world_size, root)
+
+
+def test_reduce_without_the_roots_wait_races_with_the_peers_input():
+    plan = _reduce_plan(4, 2)
+    ops = _ops(plan, 2)
+    ops[:] = [op for op in ops if op["op"] != "wait"]
+    races = _only(verify(plan), "race")
+    assert any(f.rank == 2 and "read_reduce" in (f.op_text or "") for f in races), "\n".join(map(str, races))
+
+
+def test_reduce_without_the_peers_final_wait_lets_them_change_the_input_being_read():
+    plan = _reduce_plan(3, 0)
+    ops = _ops(plan, 1)
+    ops[:] = [op for op in ops if op["op"] != "wait"]
+    races = _only(verify(plan), "race")
+    assert any(f.rank == 0 and "reads rank 1 input[0] unordered with the user's write" in f.message for f in races)
+
+
+def test_reduce_that_skips_a_peer_is_missing_its_contribution():
+    plan = _reduce_plan(4, 1)
+    (reduce_op,) = [op for op in _ops(plan, 1) if op["op"] == "read_reduce"]
+    dropped = reduce_op["srcs"].pop()
+    found = _only(verify(plan), "postcondition")
+    assert found[0].rank == 1 and found[0].where == "rank 1 tb 0 op 1"
+    assert "missing r" in found[0].message, found[0].message
+    assert dropped["channel"] is not None
+
+
+def test_reduce_must_not_write_a_non_root_output():
+    plan = _reduce_plan(2, 0)
+    ops = _ops(plan, 1)
+    ops.insert(0, {"op": "copy", "src": {"buffer": "input", "index": 0}, "dst": {"buffer": "output", "index": 0}})
+    found = _only(verify(plan), "postcondition")
+    assert any("a reduce writes the root's output only" in f.message and f.rank == 1 for f in found)
