@@ -52,8 +52,15 @@ class Library:
 
     def __init__(self, path: str, rank: int, world: int, share_id) -> None:
         self.lib = ctypes.CDLL(path)
-        self.lib.ncclAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                                           ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        self.lib.ncclAllReduce.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ]
         uid = UniqueId()
         if rank == 0:
             self.check(self.lib.ncclGetUniqueId(ctypes.byref(uid)), "ncclGetUniqueId")
@@ -68,8 +75,12 @@ class Library:
             raise RuntimeError(f"{what} returned {result}")
 
     def all_reduce(self, comm, tensor, stream) -> None:
-        self.check(self.lib.ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), NCCL_FLOAT32,
-                                          NCCL_SUM, comm, stream), "ncclAllReduce")
+        self.check(
+            self.lib.ncclAllReduce(
+                tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), NCCL_FLOAT32, NCCL_SUM, comm, stream
+            ),
+            "ncclAllReduce",
+        )
 
     def close(self) -> None:
         for comm in (self.child, self.parent):
@@ -115,8 +126,10 @@ def main() -> None:
         print("| size | Loom parent | Loom child | child/parent | NCCL parent | NCCL child |")
         print("|---:|---:|---:|---:|---:|---:|")
         for loom, nccl in zip(results["loom"], results["nccl"], strict=True):
-            print(f"| {loom['bytes']} | {loom['parent']:.2f} | {loom['child']:.2f} | "
-                  f"{loom['child'] / loom['parent']:.2f} | {nccl['parent']:.2f} | {nccl['child']:.2f} |")
+            print(
+                f"| {loom['bytes']} | {loom['parent']:.2f} | {loom['child']:.2f} | "
+                f"{loom['child'] / loom['parent']:.2f} | {nccl['parent']:.2f} | {nccl['child']:.2f} |"
+            )
         if args.json:
             Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), **results}, indent=1))
     dist.destroy_process_group()

@@ -72,7 +72,8 @@ Finished runProgram(const std::vector<std::string>& argv, int64_t timeoutMs) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
   char buffer[4096];
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd wait{pipeEnds[0], POLLIN, 0};
     if (::poll(&wait, 1, int(std::min<int64_t>(left.count(), 1000))) <= 0) continue;

@@ -14,13 +14,13 @@
 #include "default_plans.hpp"
 #include "group.hpp"
 #include "jit_plans.hpp"
-#include "loom/cache_dir.hpp"
 #include "log.hpp"
+#include "loom/bootstrap_split.hpp"
+#include "loom/cache_dir.hpp"
 #include "loom/error.hpp"
 #include "loom/gpu_buffer.hpp"
 #include "loom/plan_registry.hpp"
 #include "loom/rank_list.hpp"
-#include "loom/bootstrap_split.hpp"
 #include "loom/transport.hpp"
 #include "result.hpp"
 #include "unique_id_format.hpp"
@@ -65,7 +65,8 @@ void joinSubgroup(ncclComm& comm) {
   if (spec.excluded) {
     std::vector<int> members;
     for (int rank = 0; rank < parent.worldSize(); ++rank) {
-      if (std::find(spec.excluded->begin(), spec.excluded->end(), rank) == spec.excluded->end()) members.push_back(rank);
+      if (std::find(spec.excluded->begin(), spec.excluded->end(), rank) == spec.excluded->end())
+        members.push_back(rank);
     }
     subgroup = subgroupBootstrap(parent, members);
   } else {
@@ -168,8 +169,8 @@ void splitRealSide(ncclComm& comm, ncclConfig_t& config) {
       return;
     }
     std::vector<int> excluded = *spec.excluded;
-    result = comm.real->ncclCommShrink(parent.realComm, excluded.data(), int(excluded.size()), &comm.realComm,
-                                       &config, spec.shrinkFlags);
+    result = comm.real->ncclCommShrink(parent.realComm, excluded.data(), int(excluded.size()), &comm.realComm, &config,
+                                       spec.shrinkFlags);
 #endif
   } else {
     result = comm.real->ncclCommSplit(parent.realComm, spec.color, spec.key, &comm.realComm, &config);
@@ -429,8 +430,9 @@ std::unique_ptr<ncclComm> newComm(int worldSize, int rank, const ncclUniqueId& i
 
 std::unique_ptr<ncclComm> newSplitComm(ncclComm& parent, const ncclCommSplitSpec& spec, const ncclConfig_t* config) {
   if (!parent.ready) {
-    throw Failure(ncclInvalidUsage, std::string("comm: still being created in the open group; call ncclGroupEnd before ") +
-                                        spec.function());
+    throw Failure(
+        ncclInvalidUsage,
+        std::string("comm: still being created in the open group; call ncclGroupEnd before ") + spec.function());
   }
   if (!spec.excluded && spec.color < 0 && spec.color != NCCL_SPLIT_NOCOLOR) {
     throw Failure(ncclInvalidArgument, "color: " + std::to_string(spec.color) +
@@ -482,9 +484,10 @@ void connectFinish(const std::vector<ncclComm*>& comms) {
       // The parent may go before the child: nothing of it is kept.
       if (!comm->bootstrap && comm->split->out != nullptr) *comm->split->out = nullptr;
       const ncclCommSplitSpec& spec = *comm->split;
-      comm->origin = std::string(spec.function()) + " of comm " + std::to_string(spec.parent->serial) +
-                     (spec.excluded ? " (" + rankList(*spec.excluded) + " left out)"
-                                    : " (color " + std::to_string(spec.color) + ", key " + std::to_string(spec.key) + ")");
+      comm->origin =
+          std::string(spec.function()) + " of comm " + std::to_string(spec.parent->serial) +
+          (spec.excluded ? " (" + rankList(*spec.excluded) + " left out)"
+                         : " (color " + std::to_string(spec.color) + ", key " + std::to_string(spec.key) + ")");
       comm->split.reset();
     }
     if (!comm->bootstrap) continue;  // joined no communicator (NCCL_SPLIT_NOCOLOR)
@@ -529,8 +532,8 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
   Decision decision = decide(info, comm->settings, comm->capabilities(), PlanRegistry::global());
   // A shape with no bundled plan gets one compiled on first use, as the bundled set would have it (so not
   // with the bundled plans off); inside a group, one compiled at an earlier call (useJitPlan).
-  if (decision.reason == Reason::kNoPlan && comm->settings.jit && comm->executor &&
-      decision.op == ReduceOp::kSum && defaultPlansEnabled()) {
+  if (decision.reason == Reason::kNoPlan && comm->settings.jit && comm->executor && decision.op == ReduceOp::kSum &&
+      defaultPlansEnabled()) {
     useJitPlan(*comm, info, decision);  // no plan: the reason says why (jit_failed or no_plan)
   }
   note(*comm, info, decision);
@@ -578,8 +581,7 @@ void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision
       if (root) localCopy(comm, call.recv, call.send, decision.messageBytes, call.stream);
       comm.executor->execute(plan, buffer, buffer, decision.messageBytes, decision.dataType, decision.op, stream);
       if (decision.average && root) {
-        comm.executor->scale(call.recv, decision.messageBytes, decision.dataType, 1.0f / float(comm.worldSize),
-                             stream);
+        comm.executor->scale(call.recv, decision.messageBytes, decision.dataType, 1.0f / float(comm.worldSize), stream);
       }
       return;
     }

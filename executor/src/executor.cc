@@ -75,8 +75,8 @@ struct Executor::Impl {
   std::shared_ptr<Communicator> communicator;
   std::unique_ptr<Backend> backend;
   std::shared_ptr<SharedProxy> proxy;  // this rank's, or its parent's on the same GPU (shared_proxy.hpp)
-  std::vector<int> gpuSharers;  // ranks on this rank's GPU, this one included (several: gpu_sharing.hpp)
-  std::timed_mutex mutex;       // one call at a time: setup steps must happen in the same order on every rank
+  std::vector<int> gpuSharers;         // ranks on this rank's GPU, this one included (several: gpu_sharing.hpp)
+  std::timed_mutex mutex;              // one call at a time: setup steps must happen in the same order on every rank
   std::unique_ptr<UserBufferStaging> staging;  // the multi-process CPU backend's copies of user buffers
   std::string failure;  // why an earlier call failed (a peer that timed out or went away), or empty
   std::atomic<bool> aborted{false};

@@ -40,7 +40,7 @@ class SharedProxy {
  private:
   mutable std::mutex mutex_;
   int device_;
-  std::shared_ptr<Communicator> owner_;     // declared before the service: it outlives it
+  std::shared_ptr<Communicator> owner_;    // declared before the service: it outlives it
   std::unique_ptr<ProxyService> service_;  // stopped (queued triggers carried out) when the last holder goes
 };
 

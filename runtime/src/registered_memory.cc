@@ -1,15 +1,15 @@
 #include "registered_memory.hpp"
 
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
 #include "byte_io.hpp"
 #include "gpu.hpp"
 #include "host_identity.hpp"
 #include "loom/error.hpp"
 #include "shared_host_segment.hpp"
-
-#include <map>
-#include <mutex>
-#include <string>
-#include <tuple>
 
 namespace loom {
 namespace {
