@@ -6,8 +6,8 @@
 The set: one node of 2, 4 and 8 ranks and two nodes of 2, 4 and 8 ranks each, out of place and in
 place. All-reduce, all-gather and reduce-scatter get one plan per message-size range of the tuned
 table of that world size (loom.algorithms.tuned_sizes; the 2-rank one, scaled, where a world size has
-none of its own), and so does all-to-all where the table has rows of it; broadcast (root 0), send/recv
-and an all-to-all the table has no rows of get one plan for every size. Each plan is verified as it
+none of its own), and so does all-to-all where the table has rows of it; broadcast (root 0), send/recv,
+reduce (root 0, one node) and an all-to-all the table has no rows of get one plan for every size. Each plan is verified as it
 compiles (compile_algorithm's default). `loom install-plans` (or the first loom.Communicator, or
 libloom_nccl.so on first use) installs them gzip-compressed, with an index, into <cache root>/default,
 where the executor's plan registry loads them (plans/README.md).

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from loom.algorithms import ALGORITHMS, GiB
-from loom.algorithms.tuned_sizes import JIT_ONLY_WHOLE_RANGE
+from loom.algorithms.tuned_sizes import rows_for_shape
 from loom.plan.schema import check_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,13 +73,19 @@ def test_every_message_size_has_exactly_one_plan_per_collective_and_shape():
     for plan in _committed().values():
         key = (plan["collective"], plan["world_size"], plan["ranks_per_node"], plan["inplace"])
         ranges[key].append((plan["min_message_bytes"], plan["max_message_bytes"]))
-    # Reduce plans are not bundled: the JIT compiles them (tuned_sizes.JIT_ONLY_WHOLE_RANGE).
-    jit_only = {ALGORITHMS[name].collective for name in JIT_ONLY_WHOLE_RANGE}
-    collectives = {algorithm.collective for algorithm in ALGORITHMS.values()} - jit_only
+    collectives = {algorithm.collective for algorithm in ALGORITHMS.values()}
     shapes = {(world_size, per_node) for world_size, per_node in generator.SHAPES}
     assert {key[0] for key in ranges} == collectives
     assert {(key[1], key[2]) for key in ranges} == shapes
-    assert len(ranges) == len(collectives) * len(shapes) * 2
+    # Every collective on every shape, in and out of place, but reduce across nodes (reduce_read: one node).
+    expected = {
+        (ALGORITHMS[row[0]].collective, world_size, per_node, inplace)
+        for world_size, per_node in generator.SHAPES
+        for row in rows_for_shape(world_size, per_node)
+        for inplace in (False, True)
+    }
+    assert set(ranges) == expected
+    assert len(expected) == (len(collectives) * len(shapes) - 3) * 2
     for key, spans in ranges.items():
         spans.sort()
         assert spans[0][0] == 0, key

@@ -85,26 +85,10 @@ TWO_NODE_TABLE: list[Row] = [
 ACROSS_NODES_STAND_INS = {"allreduce_hierarchical": "allreduce_hierarchical_rs_ag"}
 
 # One plan per shape for the whole size range the algorithm declares, where the table has no rows of
-# the collective.
-WHOLE_RANGE = ["alltoall_fullmesh", "broadcast", "sendrecv"]
-
-
-# Collectives the bundled set leaves to the JIT: one plan per shape and root would multiply the bundled
-# plans by the world size, for calls that are rare next to all-reduce and all-gather. The row: the whole
-# size range the algorithm declares, with a few instances so that the root reads with several thread
-# blocks (untuned).
-JIT_ONLY_WHOLE_RANGE = {"reduce_read": 4}
-
-
-def jit_rows_for_shape(world_size: int, ranks_per_node: int) -> list[Row]:
-    """What the JIT may compile for a shape: rows_for_shape's rows, and JIT_ONLY_WHOLE_RANGE's where they run."""
-    from loom.algorithms import ALGORITHMS  # the library imports this module
-
-    rows = rows_for_shape(world_size, ranks_per_node)
-    for name, instances in JIT_ONLY_WHOLE_RANGE.items():
-        algorithm = ALGORITHMS[name]
-        rows.append((name, algorithm.min_message_bytes, algorithm.max_message_bytes, instances, 1024))
-    return rows
+# the collective and the algorithm runs the shape (reduce_read: one node only), with these instances
+# (reduce_read's 4 let the root read with several thread blocks; untuned). Broadcast and reduce are bundled
+# from root 0, the root nccl-tests and most jobs use; the JIT compiles the other roots' on first use.
+WHOLE_RANGE = {"alltoall_fullmesh": 1, "broadcast": 1, "sendrecv": 1, "reduce_read": 4}
 
 
 def rows_for_shape(world_size: int, ranks_per_node: int) -> list[Row]:
@@ -121,17 +105,18 @@ def rows_for_shape(world_size: int, ranks_per_node: int) -> list[Row]:
             for name, *sizes in rows
         ]
     tuned = {ALGORITHMS[row[0]].collective for row in rows}
-    for name in WHOLE_RANGE:
+    for name, instances in WHOLE_RANGE.items():
         algorithm = ALGORITHMS[name]
+        if not one_node and (world_size // ranks_per_node, ranks_per_node) not in algorithm.multi_node:
+            continue
         if algorithm.collective not in tuned:  # the table's rows where it has them (all-to-all, once tuned)
-            rows.append((name, algorithm.min_message_bytes, algorithm.max_message_bytes, 1, 1024))
+            rows.append((name, algorithm.min_message_bytes, algorithm.max_message_bytes, instances, 1024))
     return rows
 
 
 __all__ = [
     "ACROSS_NODES_STAND_INS",
     "INSTANCE_DIVISORS",
-    "JIT_ONLY_WHOLE_RANGE",
     "TABLE",
     "TWO_NODE_TABLE",
     "WHOLE_RANGE",
@@ -139,7 +124,6 @@ __all__ = [
     "TUNED_WORLD_SIZE",
     "Row",
     "instance_divisor",
-    "jit_rows_for_shape",
     "measured_tables",
     "rows_for_shape",
     "scaled",

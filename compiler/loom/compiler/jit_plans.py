@@ -5,9 +5,9 @@
 
 The algorithm, instances and size range come from the rule the bundled set follows
 (:func:`loom.algorithms.tuned_sizes.rows_for_shape`: the tuned table of the world size, else the 2-rank
-one with scaled instances; across nodes the hierarchical table; and ``jit_rows_for_shape``'s rows of
-collectives that have no bundled plans at all, such as reduce): the plan serves the whole size range of
-its row, so one compile serves many sizes. :func:`loom.compiler.jit.jit_compile` compiles it (with the
+one with scaled instances; across nodes the hierarchical table; one plan for the whole range of
+broadcast, send/recv and reduce): the plan serves the whole size range of its row, so one compile serves
+many sizes. :func:`loom.compiler.jit.jit_compile` compiles it (with the
 symbolic verifier) and caches it by content hash. ``loom.Communicator`` and ``libloom_nccl.so`` (through
 ``loom jit-plan``) call it when no registered plan fits.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loom.algorithms import ALGORITHMS
-from loom.algorithms.tuned_sizes import jit_rows_for_shape
+from loom.algorithms.tuned_sizes import rows_for_shape
 from loom.compiler.jit import JitPlan, jit_compile
 from loom.errors import InvalidArgumentError, LoomError
 
@@ -38,7 +38,7 @@ def choose(collective: str, world_size: int, ranks_per_node: int, message_bytes:
     """The row of the shape's table that serves the call, or None when none does."""
     if collective not in JIT_COLLECTIVES or world_size < 2 or ranks_per_node < 1 or world_size % ranks_per_node:
         return None
-    for name, low, high, instances, threads in jit_rows_for_shape(world_size, ranks_per_node):
+    for name, low, high, instances, threads in rows_for_shape(world_size, ranks_per_node):
         if (
             ALGORITHMS[name].collective == collective
             and low <= message_bytes <= high
