@@ -28,7 +28,7 @@ from nccl_tests_build import (  # noqa: E402
 
 BUILD = Path(os.environ.get("LOOM_BUILD_DIR", ROOT / "build"))
 LIBRARY = BUILD / "executor" / "nccl" / "libloom_nccl.so"
-PROGRAMS = ["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "broadcast_perf"]
+PROGRAMS = ["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "broadcast_perf", "reduce_perf"]
 
 pytestmark = pytest.mark.gpu
 

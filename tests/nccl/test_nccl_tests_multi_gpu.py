@@ -32,7 +32,14 @@ from nccl_tests_build import (  # noqa: E402
 BUILD = Path(os.environ.get("LOOM_BUILD_DIR", ROOT / "build"))
 LIBRARY = BUILD / "executor" / "nccl" / "libloom_nccl.so"
 RANKS = max(2, GPUS)  # every GPU of the host, one process each
-PROGRAMS = ["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "broadcast_perf", "alltoall_perf"]
+PROGRAMS = [
+    "all_reduce_perf",
+    "all_gather_perf",
+    "reduce_scatter_perf",
+    "broadcast_perf",
+    "reduce_perf",
+    "alltoall_perf",
+]
 
 pytestmark = pytest.mark.gpu
 

@@ -27,12 +27,16 @@ def run_all(rank: int, world: int, elements: int, step: int, tensors: dict[str, 
     t["bc"].copy_(base * (step + 3) if rank == 0 else torch.zeros_like(base))
     t["a2a_in"].copy_(torch.full((elements * world,), float(rank + step), device="cuda"))
     t["i64"].copy_(torch.arange(elements, device="cuda", dtype=torch.int64) * (rank + 1))
+    for root in (0, world - 1):  # the bundled root and one the JIT compiles (the same one with 1 rank)
+        t[f"red{root}"].copy_(base * (rank + 2 + step))
     dist.all_reduce(t["ar"])
     dist.all_reduce(t["ar_max"], op=dist.ReduceOp.MAX)
     dist.all_reduce(t["i64"])
     dist.all_gather_into_tensor(t["ag_out"], t["ag_in"])
     dist.reduce_scatter_tensor(t["rs_out"], t["rs_in"])
     dist.broadcast(t["bc"], src=0)
+    for root in (0, world - 1):
+        dist.reduce(t[f"red{root}"], dst=root)
     dist.all_to_all_single(t["a2a_out"], t["a2a_in"])
 
 
@@ -51,6 +55,9 @@ def check_all(rank: int, world: int, elements: int, step: int, tensors: dict[str
     full = sum(torch.arange(elements * world, device="cuda", dtype=torch.float32) % 7 + r + step for r in range(world))
     expect("reduce_scatter", t["rs_out"], full[rank * elements : (rank + 1) * elements])
     expect("broadcast", t["bc"], base * (step + 3))
+    for root in (0, world - 1):
+        if rank == root:  # torch leaves the other ranks' tensors unspecified
+            expect(f"reduce to root {root}", t[f"red{root}"], base * sum(r + 2 + step for r in range(world)))
     expect(
         "all_to_all",
         t["a2a_out"],
@@ -73,6 +80,8 @@ def main() -> None:
             "rs_in": torch.empty(elements * world, **f32),
             "rs_out": torch.empty(elements, **f32),
             "bc": torch.empty(elements, **f32),
+            "red0": torch.empty(elements, **f32),
+            f"red{world - 1}": torch.empty(elements, **f32),
             "a2a_in": torch.empty(elements * world, **f32),
             "a2a_out": torch.empty(elements * world, **f32),
         }
