@@ -1,8 +1,8 @@
 """Loom beside the strongest peers on the same GPUs, in the same processes (issue 40): NCCL (torch.distributed),
 PyTorch's symmetric-memory kernels, and Loom's own pick (``loom.Communicator``, the bundled plans). One process
-per GPU:
+per GPU, under torchrun (torch.distributed and Loom's bootstrap both read its variables):
 
-    python -m loom.launch -n 2 bench/peers.py --out peers.json [--dtypes bfloat16,float32] [--modes graph,eager]
+    torchrun --nproc-per-node 2 bench/peers.py --out peers.json [--dtypes bfloat16,float32] [--modes graph,eager]
 
 Per collective, size, dtype and mode it prints the median microseconds of each peer and writes them as JSON.
 Every peer's result is checked against NCCL's on the same input first (a peer that disagrees is reported and

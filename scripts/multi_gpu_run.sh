@@ -239,7 +239,7 @@ case $stage in
     ;;
   peers)
     # Issue 40: the strongest peers beside Loom (PEERS_ARGS narrows: sizes, dtypes, modes, collectives).
-    step peers 300 python3 -m loom.launch -n "$gpus" --timeout 280 bench/peers.py --out "$out/peers.json" \
+    step peers 300 torchrun --nproc-per-node "$gpus" bench/peers.py --out "$out/peers.json" \
       ${PEERS_ARGS:---max-bytes 67108864 --modes graph}
     ;;
   split-latency)
