@@ -80,6 +80,12 @@ def _expected(plan, rank: int, inputs: list[np.ndarray]) -> np.ndarray:
         return np.concatenate([w[rank * piece : (rank + 1) * piece] for w in wide])
     if plan.collective == "broadcast":
         return wide[plan.root]
+    if plan.collective == "reduce":
+        # Only the root's output gets the sum; another rank's stays as plan_buffers made it (its input in
+        # place, zeros out of place): a plan that wrote it would fail here.
+        if rank == plan.root:
+            return sum(wide)
+        return wide[rank] if plan.inplace else np.zeros_like(wide[rank])
     return wide[(rank - 1) % world]  # sendrecv
 
 
@@ -149,7 +155,10 @@ def _run_and_check(plan, dtype_name: str, sizes: list[int]) -> None:
             executor.execute(plan, source, target)
             expected = _expected(plan, rank, data[key])
             got = target.astype(np.float64)
-            if plan.collective in ("allreduce", "reducescatter") and dtype_name.startswith("float"):
+            reduced = plan.collective in ("allreduce", "reducescatter") or (
+                plan.collective == "reduce" and rank == plan.root
+            )
+            if reduced and dtype_name.startswith("float"):
                 tolerance = (2.0**-10 if dtype_name == "float16" else 2.0**-22) * (world + 2)
                 scale = sum(np.abs(x.astype(np.float64)) for x in data[key])
                 if plan.collective == "reducescatter":

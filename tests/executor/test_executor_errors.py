@@ -144,6 +144,7 @@ def test_second_call_with_same_buffers_builds_nothing():
         "generic_transfers": stats["generic_transfers"],
         "inlined_contexts": 0,
         "proxy_memories": 0,  # no port channels
+        "proxy_sharers": 1,  # no split shares it
         "freed_buffer_contexts_dropped": 0,
     }
     assert stats["generic_transfers"] > 0
