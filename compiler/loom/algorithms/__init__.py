@@ -335,6 +335,16 @@ _ENTRIES = [
         options={"root": 0},
     ),
     Algorithm(
+        "reduce_packet",
+        "reduce_packet",
+        "reduce",
+        "ll",
+        "one shot: every peer sends its whole input as LL packets to the root, which reduces them with its own;"
+        " only the root's output is written",
+        max_message_bytes=256 * KiB,
+        options={"root": 0},
+    ),
+    Algorithm(
         "sendrecv",
         "sendrecv",
         "sendrecv",

@@ -46,7 +46,7 @@ def case_id(case: tuple) -> str:
 
 def options_for(name: str, world_size: int) -> dict:
     # Broadcast and reduce from the last rank, so that a root-0 assumption anywhere would show.
-    return {"root": world_size - 1} if name in ("broadcast", "reduce_read") else {}
+    return {"root": world_size - 1} if name in ("broadcast", "reduce_read", "reduce_packet") else {}
 
 
 @functools.cache

@@ -195,3 +195,20 @@ def test_reduce_must_not_write_a_non_root_output():
     ops.insert(0, {"op": "copy", "src": {"buffer": "input", "index": 0}, "dst": {"buffer": "output", "index": 0}})
     found = _only(verify(plan), "postcondition")
     assert any("a reduce writes the root's output only" in f.message and f.rank == 1 for f in found)
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4, 8])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_reduce_packet_is_proved_for_every_root(world_size, inplace):
+    for root in range(world_size):
+        plan = json.loads(compile_algorithm("reduce_packet", world_size, root=root, inplace=inplace, verify=False))
+        assert verify(plan, calls=4) == [], (world_size, root)
+
+
+def test_reduce_packet_without_the_roots_word_overwrites_unread_packets():
+    # A peer that never waits for the root could fill an LL half again before the root read it.
+    plan = json.loads(compile_algorithm("reduce_packet", 3, root=0, verify=False))
+    ops = _ops(plan, 1)
+    ops[:] = [op for op in ops if op["op"] != "wait"]
+    found = _only(verify(plan, calls=4), "packet")
+    assert any(f.rank == 1 and "the scratch is reused before its packets were read" in f.message for f in found)
