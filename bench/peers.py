@@ -29,7 +29,7 @@ import torch.distributed as dist
 from loom import _native
 from loom.tools.cuda_timing import time_eager, time_graph
 
-COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "reduce")
 
 
 def arguments() -> argparse.Namespace:
@@ -138,6 +138,9 @@ def measure(args, collective: str, dtype, numel: int, world: int, rank: int, com
     elif collective == "reducescatter":
         peers["nccl"] = lambda src, out: dist.reduce_scatter_tensor(out, src)
         peers["loom"] = lambda src, out: comm.reduce_scatter(out, src)
+    elif collective == "reduce":  # to rank 0; NCCL in place on `out`, which holds the input (below)
+        peers["nccl"] = lambda src, out: dist.reduce(out, dst=0)
+        peers["loom"] = lambda src, out: comm.reduce(src, root=0, output=out)
     else:
         peers["nccl"] = lambda src, out: dist.all_to_all_single(out, src)
         peers["loom"] = lambda src, out: comm.all_to_all(out, src)
@@ -146,12 +149,13 @@ def measure(args, collective: str, dtype, numel: int, world: int, rank: int, com
     for name, kernel in symm.kernels(collective).items():
         peers[name] = lambda src, out, k=kernel: k(symmetric_input, out)
         symmetric.add(name)
-    reference = source.clone() if collective == "allreduce" else torch.empty(output_numel, device="cuda", dtype=dtype)
+    in_place = collective in ("allreduce", "reduce")  # NCCL's call runs in place on a copy of the input
+    reference = source.clone() if in_place else torch.empty(output_numel, device="cuda", dtype=dtype)
     peers["nccl"](source, reference)
     torch.cuda.synchronize()
     rows = []
     for name, call in peers.items():
-        output = source.clone() if collective == "allreduce" else torch.empty(output_numel, device="cuda", dtype=dtype)
+        output = source.clone() if in_place else torch.empty(output_numel, device="cuda", dtype=dtype)
         row = {"collective": collective, "dtype": str(dtype).split(".")[-1], "bytes": numel * dtype.itemsize}
         try:
             symmetric_input.copy_(source)  # afresh: the in-place kernel sums into it
@@ -161,6 +165,8 @@ def measure(args, collective: str, dtype, numel: int, world: int, rank: int, com
             # Sums in another order: a few units in the last place of the data type.
             tolerance = 2e-2 if dtype.itemsize == 2 else 1e-4
             error = ((output.float() - reference.float()).norm() / reference.float().norm().clamp_min(1e-30)).item()
+            if collective == "reduce" and rank != 0:
+                error = 0.0  # only the root's output is defined
             if not error <= tolerance:
                 rows.append({**row, "peer": name, "us": None, "error": f"relative error {error:.2e} against NCCL"})
                 continue
