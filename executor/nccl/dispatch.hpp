@@ -89,9 +89,10 @@ struct Decision {
   Collective collective = Collective::kAllReduce;
   DataType dataType = DataType::kFloat32;  // kLoom: the type the plan runs with
   ReduceOp op = ReduceOp::kSum;
-  uint64_t messageBytes = 0;  // kLoom: Executor::execute's messageBytes (this rank's input)
-  bool inplace = false;       // kLoom: whether the plan runs in place (Broadcast and Reduce always do)
-  bool average = false;       // kLoom: ncclAvg, run as a sum plan and then the output times 1/n (Reduce: the root's)
+  uint64_t messageBytes = 0;   // kLoom: Executor::execute's messageBytes (this rank's input)
+  bool inplace = false;        // kLoom: whether the plan runs in place (Broadcast and Reduce always do)
+  bool average = false;        // kLoom: ncclAvg, run as a sum plan and then the output times 1/n (Reduce: the root's)
+  bool jitAtGroupEnd = false;  // grouped, and its plan is to be compiled at ncclGroupEnd (runDeferredJit)
 };
 
 // The selection request a call makes (for a Loom collective; `op` for the reducing ones); exposed for

@@ -32,18 +32,25 @@ thread_local GroupState group;
 // of several communicators (ranks driven by this one thread) run side by side on each communicator's
 // kept thread (comm_worker.hpp): a Loom call may wait for its peers at setup, and the peers are the
 // other communicators here.
-ncclResult_t runHeld(const std::vector<Held>& calls) {
+// Calls held for the JIT that must go to NCCL after all (forwardAfter) are forwarded in a real group of
+// their own, as they would have been inside the user's.
+ncclResult_t runHeld(const std::vector<Held>& calls, const RealNccl* real) {
   std::vector<ncclComm*> comms;
   for (const Held& held : calls) {
     if (std::find(comms.begin(), comms.end(), held.comm) == comms.end()) comms.push_back(held.comm);
   }
   std::vector<ncclResult_t> results(comms.size(), ncclSuccess);
+  std::vector<std::vector<const Held*>> forwardAfter(comms.size());
   auto runComm = [&](size_t index) {
     ncclComm* comm = comms[index];
     for (const Held& held : calls) {
       if (held.comm != comm) continue;
       const ncclResult_t result = guarded("ncclGroupEnd", comm, [&] {
-        runOnLoom(*comm, held.call, held.decision);
+        if (!held.decision.jitAtGroupEnd) {
+          runOnLoom(*comm, held.call, held.decision);
+        } else if (!runDeferredJit(*comm, held.call, held.decision)) {
+          forwardAfter[index].push_back(&held);
+        }
         return ncclSuccess;
       });
       if (results[index] == ncclSuccess) results[index] = result;
@@ -57,6 +64,26 @@ ncclResult_t runHeld(const std::vector<Held>& calls) {
       comms[i]->worker->start([&runComm, i] { runComm(i); });
     }
     for (ncclComm* comm : comms) comm->worker->finish();  // runComm keeps failures in `results`
+  }
+  const bool anyForward =
+      std::any_of(forwardAfter.begin(), forwardAfter.end(), [](const auto& held) { return !held.empty(); });
+  if (anyForward && real == nullptr) {
+    recordError(nullptr, "ncclGroupEnd: calls with no Loom plan have no real NCCL to go to");
+    return ncclInvalidUsage;
+  }
+  if (anyForward) {
+    if (const ncclResult_t started = real->ncclGroupStart(); started != ncclSuccess) return started;
+    for (size_t i = 0; i < comms.size(); ++i) {
+      for (const Held* held : forwardAfter[i]) {
+        const ncclResult_t result = guarded("ncclGroupEnd", comms[i], [&] {
+          forward(*comms[i], held->call);
+          return ncclSuccess;
+        });
+        if (results[i] == ncclSuccess) results[i] = result;
+      }
+    }
+    const ncclResult_t ended = real->ncclGroupEnd();
+    if (ended != ncclSuccess && ended != ncclInProgress) return ended;
   }
   for (ncclResult_t result : results) {
     if (result != ncclSuccess) return result;
@@ -106,7 +133,7 @@ ncclResult_t groupEnd() {
     throw Failure(realResult, std::string("the real NCCL's ncclGroupEnd failed: ") +
                                   real->ncclGetErrorString(realResult) + ": " + real->ncclGetLastError(nullptr));
   }
-  return runHeld(calls);
+  return runHeld(calls, real);
 }
 
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo) {

@@ -162,8 +162,12 @@ bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision) {
       }
     }
     // Inside a group the exchange with the other ranks would wait for communicators of this thread whose
-    // calls come later in the group: only plans compiled at an earlier call (the same on every rank) serve.
-    if (call.grouped) return false;
+    // calls come later in the group: the call waits for ncclGroupEnd, where each communicator's calls run
+    // side by side (runDeferredJit).
+    if (call.grouped) {
+      decision.jitAtGroupEnd = true;
+      return false;
+    }
     std::string mine;
     if (comm.rank == 0) mine = compileOnRankZero(comm, request);
     const auto all = comm.bootstrap->allGather(std::span(reinterpret_cast<const uint8_t*>(mine.data()), mine.size()));

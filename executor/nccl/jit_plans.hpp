@@ -41,7 +41,8 @@ struct JitPlans {
 // `decision` for the plan and returns true; false when none could be had, with the decision's reason
 // kJitFailed (the compile failed: no Python, no loom, an error, a timeout) or kNoPlan (the library has no
 // algorithm for this shape or size): said once, in the log, and not tried again (JitPlans). Inside a group
-// (call.grouped) nothing is compiled: only a plan kept from an earlier call serves.
+// (call.grouped) nothing is compiled: a plan kept from an earlier call serves, else the decision is marked
+// jitAtGroupEnd (and false returned), for ncclGroupEnd to compile it.
 bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision);
 
 }  // namespace loom::nccl

@@ -263,6 +263,8 @@ void reportReady(const ncclComm& comm) {
   }
 }
 
+}  // namespace
+
 void forward(ncclComm& comm, const PendingCall& call) {
   const RealNccl& real = *comm.real;
   const CallInfo& info = call.info;
@@ -338,6 +340,8 @@ void forward(ncclComm& comm, const PendingCall& call) {
   checkReal(comm, result, name);
 }
 
+namespace {
+
 uint64_t logKey(const CallInfo& info, const Decision& decision) {
   const uint64_t bytes = info.count * ncclTypeBytes(info.dataType);
   // Buckets are powers of two with the sizes just below them: (2^(k-1), 2^k].
@@ -356,6 +360,14 @@ void note(ncclComm& comm, const CallInfo& info, const Decision& decision) {
   const std::string text =
       "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize) + " " + describe(info, decision);
   logLine(first ? LogLevel::kInfo : LogLevel::kTrace, comm.cudaDevice, text);
+}
+
+// The log line of a call's outcome and its count in the coverage summary.
+void noteAndCount(ncclComm& comm, const CallInfo& info, const Decision& decision) {
+  note(comm, info, decision);
+  const bool wholeBuffer = info.call == Call::kReduceScatter || info.call == Call::kAllToAll;
+  comm.coverage->count(info.call, decision.route, decision.reason,
+                       info.count * ncclTypeBytes(info.dataType) * (wholeBuffer ? info.worldSize : 1));
 }
 
 // Makes the communicator's GPU current while a call is set up and launched, whatever device the thread
@@ -531,15 +543,16 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
   info.capturing = comm->executor && comm->executor->capturing(call.stream);
   Decision decision = decide(info, comm->settings, comm->capabilities(), PlanRegistry::global());
   // A shape with no bundled plan gets one compiled on first use, as the bundled set would have it (so not
-  // with the bundled plans off); inside a group, one compiled at an earlier call (useJitPlan).
+  // with the bundled plans off); inside a group, at ncclGroupEnd (useJitPlan, runDeferredJit).
   if (decision.reason == Reason::kNoPlan && comm->settings.jit && comm->executor && decision.op == ReduceOp::kSum &&
       defaultPlansEnabled()) {
     useJitPlan(*comm, info, decision);  // no plan: the reason says why (jit_failed or no_plan)
+    if (decision.jitAtGroupEnd) {
+      holdCall(comm, call, decision);
+      return ncclSuccess;
+    }
   }
-  note(*comm, info, decision);
-  const bool wholeBuffer = info.call == Call::kReduceScatter || info.call == Call::kAllToAll;
-  comm->coverage->count(info.call, decision.route, decision.reason,
-                        info.count * ncclTypeBytes(info.dataType) * (wholeBuffer ? info.worldSize : 1));
+  noteAndCount(*comm, info, decision);
   switch (decision.route) {
     case Route::kNothing:
       return ncclSuccess;
@@ -560,6 +573,21 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
       return ncclSuccess;
   }
   return ncclInternalError;
+}
+
+bool runDeferredJit(ncclComm& comm, const PendingCall& call, Decision decision) {
+  CallInfo info = call.info;
+  info.grouped = false;  // every communicator of the group now runs on a thread of its own: the exchange can wait
+  decision.jitAtGroupEnd = false;
+  useJitPlan(comm, info, decision);
+  noteAndCount(comm, call.info, decision);
+  if (decision.route == Route::kLoom) {
+    runOnLoom(comm, call, decision);
+    return true;
+  }
+  if (decision.route == Route::kFail)
+    throw Failure(ncclInvalidUsage, describe(info, decision) + ": " + comm.realMissing);
+  return false;
 }
 
 void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision) {

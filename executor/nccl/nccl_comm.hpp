@@ -54,10 +54,10 @@ struct ncclComm {
   uint32_t ranksPerNode = 1;
   loom::nccl::Settings settings;
 
-  std::optional<loom::UniqueId> id;         // made by ncclCommInitRank and its kin
+  std::optional<loom::UniqueId> id;        // made by ncclCommInitRank and its kin
   std::optional<ncclCommSplitSpec> split;  // made by ncclCommSplit/ncclCommShrink, until connected
   std::vector<int> parentRanks;            // a split's members: their ranks in the parent
-  std::optional<ncclConfig_t> config;  // as the caller gave it
+  std::optional<ncclConfig_t> config;      // as the caller gave it
   std::shared_ptr<loom::Bootstrap> bootstrap;
   std::shared_ptr<loom::Communicator> communicator;  // null when Loom's side is off
   std::unique_ptr<loom::Executor> executor;
@@ -117,6 +117,12 @@ void destroy(ncclComm* comm, bool abort);
 ncclResult_t run(ncclComm* comm, PendingCall call);
 // Runs a call that dispatch sent to Loom (at once, or from ncclGroupEnd).
 void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision);
+// At ncclGroupEnd, a grouped call held for the JIT (Decision::jitAtGroupEnd): compiles its plan (collective
+// over the communicator) and runs it on Loom; false when it must go to NCCL (no algorithm, or the compile
+// failed: logged and counted with that reason), which the caller forwards. Throws when nothing can run it.
+bool runDeferredJit(ncclComm& comm, const PendingCall& call, Decision decision);
+// Hands a call to the real NCCL.
+void forward(ncclComm& comm, const PendingCall& call);
 // Throws Failure when the real NCCL returned an error, with its text.
 void checkReal(const ncclComm& comm, ncclResult_t result, const char* function);
 

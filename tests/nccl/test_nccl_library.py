@@ -719,14 +719,22 @@ def test_a_shape_without_bundled_plans_compiles_its_plans_on_first_use(tmp_path:
     assert len(list((tmp_path / "cache" / "jit").glob("*.json"))) == 2
     assert not [line for line in _fake_log(tmp_path) if "ncclAllReduce" in line or "ncclAllGather" in line]
 
-    # Inside a group a plan compiled at an earlier call serves (the stand-in NCCL computes nothing, so a
-    # right sum is Loom's); a size it does not serve is forwarded, not compiled (that would wait for ranks).
-    grouped = "allreduce:1000:float32:sum;group;allreduce:950:float32:sum:check;allreduce:200000:float32:sum;end"
-    output = _drive(tmp_path, "threads", "3", grouped, **cache)
+    # Inside a group (nccl-tests groups every call) the plan is compiled at ncclGroupEnd, where each
+    # communicator runs on a thread of its own; the stand-in NCCL computes nothing, so a right result is Loom's.
+    fresh = {"LOOM_CACHE_DIR": str(tmp_path / "fresh")}
+    grouped = "group;allreduce:950:float32:sum:check;allgather:100:float32:check;allreduce:900:float32:sum:check;end"
+    output = _drive(tmp_path, "threads", "3", grouped, **fresh)
     results = _results(output)
-    assert all(results[f"{rank} allreduce:950:float32:sum:check"] == "ncclSuccess check ok" for rank in range(3))
-    assert "rank 0/3 AllReduce 200000 x float32 sum out of place: forwarded to NCCL: no Loom plan fits" in output
-    assert output.count("rank 0/3: compiled plan") == 1, output
+    for step in grouped.split(";")[1:-1]:
+        assert all(results[f"{rank} {step}"] == "ncclSuccess check ok" for rank in range(3)), output
+    assert output.count("rank 0/3: compiled plan") == 2, output
+    # One thread driving every rank (ncclCommInitAll, a group per step across the communicators).
+    steps_all = "allreduce:1000:float32:sum:check;allgather:100:float32:check"
+    output = _drive(tmp_path, "initall", "3", steps_all, **fresh)
+    results = _results(output)
+    assert all(
+        results[f"{rank} {step}"] == "ncclSuccess check ok" for rank in range(3) for step in steps_all.split(";")
+    )
 
     # No compiler (a missing interpreter): said once, and the calls go to NCCL with that reason.
     broken = _drive(tmp_path, "threads", "3", steps, LOOM_PYTHON=str(tmp_path / "no-python"), **cache)
@@ -749,3 +757,9 @@ def test_a_shape_no_library_algorithm_runs_forwards_with_no_plan_asking_once(tmp
     assert "AllReduce 2000 x float32 sum out of place: forwarded to NCCL: no Loom plan fits (allreduce, 12" in output
     assert "none could be compiled" not in output
     assert len([line for line in _fake_log(tmp_path) if "ncclAllReduce" in line]) == 24
+    # Grouped, the JIT answers at ncclGroupEnd, and the calls go to NCCL in a group of their own.
+    output = _drive(
+        tmp_path, "threads", "12", "group;allreduce:1000:float32:sum;end", LOOM_CACHE_DIR=str(tmp_path / "c2")
+    )
+    assert all(_results(output)[f"{rank} allreduce:1000:float32:sum"] == "ncclSuccess" for rank in range(12)), output
+    assert len([line for line in _fake_log(tmp_path) if "ncclAllReduce" in line]) == 24 + 12
