@@ -1,8 +1,9 @@
 """loom.Communicator.split on GPUs with torch tensors (issue 38): the ranks split by the colors given (keys
 reverse each group's order), and each group runs every collective on the plans of its own size (bundled ones,
 or for a size with none, plans the JIT compiles on first use) against a float64 reference on fresh data,
-eagerly and replayed from a CUDA graph; then the whole job runs one all-reduce again. One process per GPU,
-or N ranks as threads sharing GPU 0:
+eagerly and replayed from a CUDA graph; then the whole job runs one all-reduce again. One process per GPU
+(the groups run side by side), or N ranks as threads sharing GPU 0 (the groups take turns: check_rank says
+why):
 
     python tests/executor/gpu/subgroup_check.py --share-gpu 4 --colors 0,1,0,1
 
@@ -38,7 +39,9 @@ def run_all_to_all(communicator, plan, data: list, me: int) -> torch.Tensor:
     return out
 
 
-def check_rank(bootstrap, colors: list[int], sizes: list[int], port_plans: bool = False) -> int:
+def check_rank(
+    bootstrap, colors: list[int], sizes: list[int], port_plans: bool = False, one_group_at_a_time: bool = False
+) -> int:
     comm = loom.Communicator(bootstrap)
     rank, world = comm.rank, comm.world_size
     group = comm.split(colors[rank], key=-rank)
@@ -54,48 +57,63 @@ def check_rank(bootstrap, colors: list[int], sizes: list[int], port_plans: bool 
             failures += 1
             print(f"[rank {rank}] FAIL group of {size}, {what}: relative error {error}", flush=True)
 
-    for seed, per_rank in enumerate(sizes):
-        count = per_rank * size
-        data = [torch.randn(count, generator=torch.Generator().manual_seed(97 * seed + r)) for r in members]
-        total = sum(x.double() for x in data)
-        piece = count // size
-        t = data[me].cuda()
-        group.all_reduce(t)
-        check(f"all_reduce of {count}", t, total)
-        out = torch.empty(count * size, device="cuda")
-        group.all_gather(out, data[me].cuda())
-        check(f"all_gather of {count}", out, torch.cat(data).double())
-        out = torch.empty(piece, device="cuda")
-        group.reduce_scatter(out, data[me].cuda())
-        check(f"reduce_scatter of {count}", out, total[me * piece : (me + 1) * piece])
-        out = torch.empty(count, device="cuda")
-        group.all_to_all(out, data[me].cuda())
-        check(f"all_to_all of {count}", out, torch.cat([x[me * piece : (me + 1) * piece] for x in data]).double())
-        t = data[me].cuda()
-        group.broadcast(t, root=0)
-        check(f"broadcast of {count}", t, data[0].double())
+    def run_group(barrier) -> None:
+        """Every collective on the group against float64, then a graph of it replayed on fresh data."""
+        for seed, per_rank in enumerate(sizes):
+            count = per_rank * size
+            data = [torch.randn(count, generator=torch.Generator().manual_seed(97 * seed + r)) for r in members]
+            total = sum(x.double() for x in data)
+            piece = count // size
+            t = data[me].cuda()
+            group.all_reduce(t)
+            check(f"all_reduce of {count}", t, total)
+            out = torch.empty(count * size, device="cuda")
+            group.all_gather(out, data[me].cuda())
+            check(f"all_gather of {count}", out, torch.cat(data).double())
+            out = torch.empty(piece, device="cuda")
+            group.reduce_scatter(out, data[me].cuda())
+            check(f"reduce_scatter of {count}", out, total[me * piece : (me + 1) * piece])
+            out = torch.empty(count, device="cuda")
+            group.all_to_all(out, data[me].cuda())
+            check(f"all_to_all of {count}", out, torch.cat([x[me * piece : (me + 1) * piece] for x in data]).double())
+            t = data[me].cuda()
+            group.broadcast(t, root=0)
+            check(f"broadcast of {count}", t, data[0].double())
 
-    # A graph replayed on fresh data: the group's plans keep their per-call state on the device.
-    count = sizes[0] * size
-    source = torch.empty(count, device="cuda")
-    reduced = torch.empty(count, device="cuda")
-    reduced.copy_(source)
-    group.all_reduce(reduced)  # outside capture: set-up happens here
-    ranks.synchronize()
-    # Every group's set-up done before any captures: ranks sharing a GPU are threads of one process, and a
-    # set-up's device-wide wait in another group would invalidate this thread's capture.
-    bootstrap.barrier()
-    graph = torch.cuda.CUDAGraph()
-    with ranks.capture(graph):
+        # A graph replayed on fresh data: the group's plans keep their per-call state on the device.
+        count = sizes[0] * size
+        source = torch.empty(count, device="cuda")
+        reduced = torch.empty(count, device="cuda")
         reduced.copy_(source)
-        group.all_reduce(reduced)
-    bootstrap.barrier()
-    for replay in range(3):
-        data = [torch.randn(count, generator=torch.Generator().manual_seed(500 + 10 * replay + r)) for r in members]
-        source.copy_(data[me].cuda())
-        graph.replay()
+        group.all_reduce(reduced)  # outside capture: set-up happens here
         ranks.synchronize()
-        check(f"graph all_reduce replay {replay}", reduced, sum(x.double() for x in data))
+        # Every group's set-up done before any captures: ranks sharing a GPU are threads of one process, and a
+        # set-up's device-wide wait in another group would invalidate this thread's capture.
+        barrier()
+        graph = torch.cuda.CUDAGraph()
+        with ranks.capture(graph):
+            reduced.copy_(source)
+            group.all_reduce(reduced)
+        barrier()
+        for replay in range(3):
+            data = [torch.randn(count, generator=torch.Generator().manual_seed(500 + 10 * replay + r)) for r in members]
+            source.copy_(data[me].cuda())
+            graph.replay()
+            ranks.synchronize()
+            check(f"graph all_reduce replay {replay}", reduced, sum(x.double() for x in data))
+
+    if one_group_at_a_time:
+        # Ranks sharing one GPU: the groups take turns. Running side by side, one group's set-up (a cudaMalloc
+        # or cudaFree waits for the whole device) can wait for the other group's kernels, which wait for one of
+        # their ranks that is in such a call of its own: both stall until the device timeout traps.
+        for turn in sorted(set(colors)):
+            bootstrap.barrier()
+            if colors[rank] == turn:
+                run_group(group.bootstrap.barrier)
+            ranks.synchronize()
+        bootstrap.barrier()
+    else:
+        run_group(bootstrap.barrier)
 
     if port_plans:
         plans = {n: port_plan(n) for n in {world, size}}
@@ -147,4 +165,9 @@ if __name__ == "__main__":
     arguments = parser.parse_args()
     colors = [int(text) for text in arguments.colors.split(",")]
     sizes = [int(text) for text in arguments.sizes.split(",")]
-    sys.exit(ranks.run(arguments, lambda bootstrap: check_rank(bootstrap, colors, sizes, arguments.port_plans)))
+    sys.exit(
+        ranks.run(
+            arguments,
+            lambda bootstrap: check_rank(bootstrap, colors, sizes, arguments.port_plans, bool(arguments.share_gpu)),
+        )
+    )
