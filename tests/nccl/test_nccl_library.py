@@ -162,9 +162,9 @@ def test_two_ranks_run_on_loom_or_forward(tmp_path: Path) -> None:
     # The bundled broadcasts are from root 0: the JIT compiles one from root 1 on first use.
     assert "compiled plan 'broadcast_2r_0_1073741824_inplace_root1' for broadcast in place root 1" in output
     # Reduce too: root 0's is bundled, root 1's compiled on first use, and Reduce runs on Loom.
-    assert "compiled plan 'reduce_read_2r_0_1073741824_inplace_root1' for reduce in place root 1" in output
-    assert "compiled plan 'reduce_read_2r_0_1073741824_inplace_root0'" not in output
-    assert "Reduce 300 x int32 sum out of place: Loom plan 'reduce_read_2r_0_1073741824_inplace_root1'" in output
+    assert "compiled plan 'reduce_read_2r_0_65536_inplace_root1' for reduce in place root 1" in output
+    assert "compiled plan 'reduce_read_2r_0_65536_inplace_root0'" not in output
+    assert "Reduce 300 x int32 sum out of place: Loom plan 'reduce_read_2r_0_65536_inplace_root1'" in output
     assert "Loom has no Reduce collective" not in output
     assert "Reduce 16 x float32 prod out of place: forwarded to NCCL: Loom reduces with sum, min, max" in output
     forwarded = [" ".join(line.split()[1:3]) for line in _fake_log(tmp_path)]

@@ -85,10 +85,17 @@ TWO_NODE_TABLE: list[Row] = [
 ACROSS_NODES_STAND_INS = {"allreduce_hierarchical": "allreduce_hierarchical_rs_ag"}
 
 # One plan per shape for the whole size range the algorithm declares, where the table has no rows of
-# the collective and the algorithm runs the shape (reduce_read: one node only), with these instances
-# (reduce_read's 4 let the root read with several thread blocks; untuned). Broadcast and reduce are bundled
-# from root 0, the root nccl-tests and most jobs use; the JIT compiles the other roots' on first use.
-WHOLE_RANGE = {"alltoall_fullmesh": 1, "broadcast": 1, "sendrecv": 1, "reduce_read": 4}
+# the collective and the algorithm runs the shape, with these instances. Broadcast is bundled from root 0,
+# the root nccl-tests and most jobs use; the JIT compiles the other roots' on first use.
+WHOLE_RANGE = {"alltoall_fullmesh": 1, "broadcast": 1, "sendrecv": 1}
+
+# Untuned rows of a collective the table has none of, where the algorithm runs the shape: (largest message,
+# instances) per row, from 0 up. reduce_read (root 0 bundled, one node): the root reads the (n - 1) peers'
+# inputs itself, so its bandwidth is the root's. With 4 thread blocks a 1 GiB reduce over 2 x H200 ran at
+# 46 GB/s (23 ms, 2026-11-28) while up to 64 KiB it took 10.5-12.5 us; the large row's 32 blocks are a
+# guess (read bandwidth grows with blocks in allreduce_read) until the tune measures them, and at 4 and 8
+# ranks the root's reads of 3 and 7 messages stay behind a ring whatever the blocks.
+SIZE_ROWS = {"reduce_read": ((64 * KiB, 4), (GiB, 32))}
 
 
 def rows_for_shape(world_size: int, ranks_per_node: int) -> list[Row]:
@@ -105,12 +112,17 @@ def rows_for_shape(world_size: int, ranks_per_node: int) -> list[Row]:
             for name, *sizes in rows
         ]
     tuned = {ALGORITHMS[row[0]].collective for row in rows}
-    for name, instances in WHOLE_RANGE.items():
+    spans = {name: ((ALGORITHMS[name].max_message_bytes, instances),) for name, instances in WHOLE_RANGE.items()}
+    for name, sized in (spans | SIZE_ROWS).items():
         algorithm = ALGORITHMS[name]
         if not one_node and (world_size // ranks_per_node, ranks_per_node) not in algorithm.multi_node:
             continue
-        if algorithm.collective not in tuned:  # the table's rows where it has them (all-to-all, once tuned)
-            rows.append((name, algorithm.min_message_bytes, algorithm.max_message_bytes, instances, 1024))
+        if algorithm.collective in tuned:  # the table's rows where it has them (all-to-all, once tuned)
+            continue
+        low = algorithm.min_message_bytes
+        for high, instances in sized:
+            rows.append((name, low, high, instances, 1024))
+            low = high + 1
     return rows
 
 
@@ -119,6 +131,7 @@ __all__ = [
     "INSTANCE_DIVISORS",
     "TABLE",
     "TWO_NODE_TABLE",
+    "SIZE_ROWS",
     "WHOLE_RANGE",
     "TABLE_FILE",
     "TUNED_WORLD_SIZE",
