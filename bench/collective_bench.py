@@ -64,7 +64,7 @@ def arguments() -> argparse.Namespace:
 
 
 MODES = ("graph", "eager-reused", "eager-fresh")
-COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "reduce")
 
 
 def timer(mode: str):
@@ -142,6 +142,9 @@ def main() -> int:
             elif collective == "alltoall":
                 nccl = lambda: dist.all_to_all_single(nccl_out, data)  # noqa: E731
                 nccl_only = lambda: dist.all_to_all_single(output(), data)  # noqa: E731
+            elif collective == "reduce":  # to rank 0, whose output alone is compared below
+                nccl = lambda: (nccl_out.copy_(data), dist.reduce(nccl_out, dst=0))  # noqa: E731
+                nccl_only = lambda: dist.reduce(output(), dst=0)  # noqa: E731
             elif collective == "allgather":
                 nccl = lambda: dist.all_gather_into_tensor(nccl_out, data)  # noqa: E731
                 nccl_only = lambda: dist.all_gather_into_tensor(output(), data)  # noqa: E731
@@ -181,6 +184,8 @@ def main() -> int:
                     nccl()  # the reference result of this input (timing ran the in-place NCCL call repeatedly)
                     torch.cuda.synchronize()
                     error = (loom_out - nccl_out).abs().max().item() / max(nccl_out.abs().max().item(), 1e-30)
+                    if collective == "reduce" and rank != 0:
+                        error = 0.0  # only the root's output is defined
                     row["max_relative_difference"] = error
                     if error > 1e-5:
                         failures += 1

@@ -60,6 +60,9 @@ GRID: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {
     "reducescatter_fullmesh": ((16, 32, 64, 96, 128), (512, 1024), 64 * KiB, GiB),
     "alltoall_fullmesh": ((1, 4, 8, 16, 32, 64), (512, 1024), 0, GiB),
     "alltoall_read": ((8, 16, 32, 64), (512, 1024), 16 * MiB, GiB),
+    # Reduce to root 0: the LL one shot for small messages, the root's reads with more blocks for large ones.
+    "reduce_packet": ((1, 4, 8, 16), (256, 512), 0, 1 * MiB),
+    "reduce_read": ((4, 8, 16, 32, 64, 128), (512, 1024), 0, GiB),
 }
 # A plan's blocks must all be resident at once (they wait for each other): the executor runs one per
 # multiprocessor and leaves one free (GpuBackend::maxResidentBlocks); an H100 or H200 has 132.

@@ -29,7 +29,7 @@
 # CASES, a pytest -k expression, narrows the executor stage, SHARED_CASES the shared one: CASES="not 2_gpus"
 # on a host of 4 or 8 GPUs runs only the cases that need more than 2 (the 2-GPU ones are issue 20's run). BUDGET_S, the seconds
 # the whole call may take, shortens the steps so that the results are packed before it ends.
-# TUNE_COLLECTIVES narrows the tune stage (default allreduce,allgather,reducescatter,alltoall).
+# TUNE_COLLECTIVES narrows the tune stage (default allreduce,allgather,reducescatter,alltoall; reduce tunes reduce_packet and reduce_read).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 [ $# -gt 0 ] || { echo "stages: check (executor, shared), nccl, bench, nccl-bench, fast, tune, apply, profile" >&2; exit 2; }

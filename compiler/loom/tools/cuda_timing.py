@@ -15,6 +15,7 @@ BUS_FACTOR: dict[str, Callable[[int], float]] = {
     "allgather": lambda n: (n - 1) / n,
     "reducescatter": lambda n: (n - 1) / n,
     "alltoall": lambda n: (n - 1) / n,
+    "reduce": lambda n: 1.0,
 }
 
 
