@@ -12,17 +12,12 @@ rank 0 prints one table, and --json writes the numbers.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import statistics
 from pathlib import Path
 
-NCCL_FLOAT32, NCCL_SUM = 7, 0
-
-
-class UniqueId(ctypes.Structure):
-    _fields_ = [("internal", ctypes.c_byte * 128)]
+from nccl_api import NcclApi, torch_nccl  # beside this file
 
 
 def arguments() -> argparse.Namespace:
@@ -36,55 +31,6 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="parent and child in turns this many times per size")
     parser.add_argument("--json", default="")
     return parser.parse_args()
-
-
-def torch_nccl() -> str:
-    import torch
-
-    for folder in Path(torch.__file__).parent.parent.glob("nvidia/nccl/lib"):
-        for library in folder.glob("libnccl.so*"):
-            return str(library)
-    return "libnccl.so.2"
-
-
-class Library:
-    """One NCCL-API library: a parent communicator over every rank and its split."""
-
-    def __init__(self, path: str, rank: int, world: int, share_id) -> None:
-        self.lib = ctypes.CDLL(path)
-        self.lib.ncclAllReduce.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-            ctypes.c_size_t,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-        ]
-        uid = UniqueId()
-        if rank == 0:
-            self.check(self.lib.ncclGetUniqueId(ctypes.byref(uid)), "ncclGetUniqueId")
-        ctypes.memmove(ctypes.byref(uid), share_id(bytes(uid)), 128)
-        self.parent = ctypes.c_void_p()
-        self.check(self.lib.ncclCommInitRank(ctypes.byref(self.parent), world, uid, rank), "ncclCommInitRank")
-        self.child = ctypes.c_void_p()
-        self.check(self.lib.ncclCommSplit(self.parent, 0, rank, ctypes.byref(self.child), None), "ncclCommSplit")
-
-    def check(self, result: int, what: str) -> None:
-        if result != 0:
-            raise RuntimeError(f"{what} returned {result}")
-
-    def all_reduce(self, comm, tensor, stream) -> None:
-        self.check(
-            self.lib.ncclAllReduce(
-                tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), NCCL_FLOAT32, NCCL_SUM, comm, stream
-            ),
-            "ncclAllReduce",
-        )
-
-    def close(self) -> None:
-        for comm in (self.child, self.parent):
-            self.lib.ncclCommDestroy(comm)
 
 
 def main() -> None:
@@ -109,13 +55,14 @@ def main() -> None:
     paths = {"loom": args.library, "nccl": args.nccl or torch_nccl()}
     results: dict[str, list[dict]] = {}
     for name, path in paths.items():
-        library = Library(path, rank, world, share_id)
+        library = NcclApi(path, rank, world, share_id)
+        child = library.split(0, rank)
         rows = []
         for size in sizes:
             tensor = torch.ones(size // 4, device="cuda")
             times = {"parent": [], "child": []}
             for _ in range(args.rounds):
-                for which, comm in (("parent", library.parent), ("child", library.child)):
+                for which, comm in (("parent", library.comm), ("child", child)):
                     times[which].append(time_graph(library, comm, tensor, args, dist.barrier))
             rows.append({"bytes": size, **{k: statistics.median(v) for k, v in times.items()}})
         results[name] = rows
@@ -135,19 +82,19 @@ def main() -> None:
     dist.destroy_process_group()
 
 
-def time_graph(library: Library, comm, tensor, args: argparse.Namespace, barrier) -> float:
+def time_graph(library: NcclApi, comm, tensor, args: argparse.Namespace, barrier) -> float:
     """Median microseconds per call of `calls_per_graph` all-reduces captured in one graph."""
     import torch
 
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         for _ in range(3):
-            library.all_reduce(comm, tensor, stream.cuda_stream)
+            library.all_reduce(tensor, tensor, stream.cuda_stream, comm)
     stream.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
         for _ in range(args.calls_per_graph):
-            library.all_reduce(comm, tensor, stream.cuda_stream)
+            library.all_reduce(tensor, tensor, stream.cuda_stream, comm)
     graph.replay()
     torch.cuda.synchronize()
     samples = []

@@ -8,7 +8,9 @@ Per collective, size, dtype and mode it prints the median microseconds of each p
 Every peer's result is checked against NCCL's on the same input first (a peer that disagrees is reported and
 not timed). PyTorch symmetric memory: ``one_shot_all_reduce_out`` and ``two_shot_all_reduce_out`` on buffers
 from ``symm_mem.empty`` + ``rendezvous``, and any reduce-scatter or all-gather kernel this torch has that needs
-no multicast (NVLS stays off: TORCH_SYMM_MEM_DISABLE_MULTICAST=1). MSCCL++ is added by its own script (not here).
+no multicast (NVLS stays off: TORCH_SYMM_MEM_DISABLE_MULTICAST=1). Any library with NCCL's API joins with
+``--nccl-api NAME=PATH``, called through ctypes (bench/nccl_api.py): MSCCL++'s libmscclpp_nccl.so, built offline
+by scripts/mscclpp_build.sh.
 """
 
 # The timed lambdas run within the loop iteration that defines them (ruff B023 does not see that).
@@ -28,6 +30,7 @@ import torch
 import torch.distributed as dist
 from loom import _native
 from loom.tools.cuda_timing import time_eager, time_graph
+from nccl_api import NcclApi  # beside this file
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "reduce")
 
@@ -41,6 +44,14 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--max-bytes", type=int, default=1 << 30)
     parser.add_argument("--calls-per-graph", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--nccl-api",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another library with NCCL's API as a peer, called through ctypes (bench/nccl_api.py), e.g."
+        " mscclpp=build-mscclpp/build/lib/libmscclpp_nccl.so; repeatable",
+    )
     parser.add_argument("--out", default="")
     return parser.parse_args()
 
@@ -97,6 +108,16 @@ def main() -> None:
     world, rank = dist.get_world_size(), dist.get_rank()
     comm = loom.Communicator(_native.Bootstrap.from_environment())
     symm = SymmetricMemory(dist.group.WORLD.group_name)
+
+    def share_id(mine: bytes) -> bytes:
+        box = [mine]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    apis = {}
+    for entry in args.nccl_api:
+        name, _, path = entry.partition("=")
+        apis[name] = NcclApi(path, rank, world, share_id)
     results = []
     for collective in args.collectives.split(","):
         for dtype_name in args.dtypes.split(","):
@@ -105,11 +126,13 @@ def main() -> None:
                 numel = size // dtype.itemsize
                 if numel % world:
                     continue
-                rows = measure(args, collective, dtype, numel, world, rank, comm, symm)
+                rows = measure(args, collective, dtype, numel, world, rank, comm, symm, apis)
                 results.extend(rows)
                 if rank == 0:
                     line = ", ".join(f"{r['peer']} {r['us']:.2f}" for r in rows if r["us"] is not None)
                     print(f"{collective} {dtype_name} {size} B: {line}", flush=True)
+    for api in apis.values():
+        api.close()
     if rank == 0 and args.out:
         report = {
             "date": datetime.date.today().isoformat(),
@@ -123,7 +146,7 @@ def main() -> None:
     dist.destroy_process_group()
 
 
-def measure(args, collective: str, dtype, numel: int, world: int, rank: int, comm, symm) -> list[dict]:
+def measure(args, collective: str, dtype, numel: int, world: int, rank: int, comm, symm, apis) -> list[dict]:
     """Every peer's median microseconds for one call shape, after checking its output against NCCL's."""
     generator = torch.Generator(device="cuda").manual_seed(1000 + rank)
     source = torch.randn(numel, device="cuda", dtype=dtype, generator=generator)
@@ -144,6 +167,15 @@ def measure(args, collective: str, dtype, numel: int, world: int, rank: int, com
     else:
         peers["nccl"] = lambda src, out: dist.all_to_all_single(out, src)
         peers["loom"] = lambda src, out: comm.all_to_all(out, src)
+    for name, api in apis.items():
+        calls = {
+            "allreduce": lambda src, out, a=api: a.all_reduce(src, out, current_stream()),
+            "allgather": lambda src, out, a=api: a.all_gather(src, out, current_stream()),
+            "reducescatter": lambda src, out, a=api: a.reduce_scatter(src, out, current_stream()),
+            "alltoall": lambda src, out, a=api: a.all_to_all(src, out, current_stream()),
+            "reduce": lambda src, out, a=api: a.reduce(src, out, 0, current_stream()),
+        }
+        peers[name] = calls[collective]
     symmetric_input = symm.buffer(numel, dtype)
     symmetric = set()
     for name, kernel in symm.kernels(collective).items():
@@ -178,6 +210,11 @@ def measure(args, collective: str, dtype, numel: int, world: int, rank: int, com
             us = timer(lambda: call(source, output), args.calls_per_graph, args.repeats, dist.barrier)
             rows.append({**row, "peer": name, "mode": mode, "us": us})
     return rows
+
+
+def current_stream() -> int:
+    """The cudaStream_t torch runs on now (the capture stream while a graph is captured)."""
+    return torch.cuda.current_stream().cuda_stream
 
 
 if __name__ == "__main__":
