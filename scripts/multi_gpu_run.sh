@@ -16,6 +16,7 @@
 #   scripts/multi_gpu_run.sh split-bench # bench/nccl_bench.py --split: a split group's all-reduce beside the default's
 #   scripts/multi_gpu_run.sh runtime     # the runtime's GPU tests (tests/runtime/test_runtime_gpu.py), GoogleTest built first
 #   scripts/multi_gpu_run.sh peers       # bench/peers.py: NCCL, torch symmetric memory and Loom in the same processes
+#   scripts/multi_gpu_run.sh mscclpp     # MSCCL++ built offline (scripts/mscclpp_build.sh), its NCCL library a peer in bench/peers.py
 #   scripts/multi_gpu_run.sh split-latency # bench/nccl_split_latency.py: parent and split through the NCCL API, no torch.distributed
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
@@ -240,6 +241,17 @@ case $stage in
   peers)
     # Issue 40: the strongest peers beside Loom (PEERS_ARGS narrows: sizes, dtypes, modes, collectives).
     step peers 300 torchrun --nproc-per-node "$gpus" bench/peers.py --out "$out/peers.json" \
+      ${PEERS_ARGS:---max-bytes 67108864 --modes graph}
+    ;;
+  mscclpp)
+    # Issue 40: MSCCL++'s NCCL-compatible library beside Loom, NCCL and torch's symmetric memory. Its build
+    # needs build/mscclpp-deps (scripts/mscclpp_deps.sh on a machine with the network); it falls back to the
+    # NCCL that torch ships for what it does not run itself.
+    step mscclpp_build 540 bash scripts/mscclpp_build.sh
+    lib=$PWD/build-mscclpp/build/lib/libmscclpp_nccl.so
+    nccl_lib=$(python3 -c 'import sys; sys.path.insert(0, "bench"); from nccl_api import torch_nccl; print(torch_nccl())')
+    [ -e "$lib" ] && step peers_mscclpp 300 env MSCCLPP_NCCL_LIB_PATH="$nccl_lib" torchrun --nproc-per-node "$gpus" \
+      bench/peers.py --out "$out/peers_mscclpp.json" --nccl-api "mscclpp=$lib" \
       ${PEERS_ARGS:---max-bytes 67108864 --modes graph}
     ;;
   split-latency)
