@@ -63,6 +63,8 @@ TEST(NcclDispatch, TableOfDecisions) {
   CallInfo allGatherInPlace = call(Call::kAllGather, 1 << 20);
   allGatherInPlace.inplace = true;
   CallInfo twoNodes = call(Call::kAllReduce, 1 << 18, 8);
+  CallInfo reduceToRoot3 = call(Call::kReduce, 1024);
+  reduceToRoot3.root = 3;
   twoNodes.ranksPerNode = 4;
   const Row rows[] = {
       {"all-reduce 1 MiB fp32 on 8 ranks", call(Call::kAllReduce, 1 << 18), Route::kLoom, Reason::kPlan, "allreduce"},
@@ -91,7 +93,8 @@ TEST(NcclDispatch, TableOfDecisions) {
       {"int8 all-gather moves bytes", call(Call::kAllGather, 1 << 20, 8, ncclInt8), Route::kLoom, Reason::kPlan,
        "allgather"},
       {"float64 all-gather in place", allGatherInPlace, Route::kLoom, Reason::kPlan, "allgather"},
-      {"reduce: no bundled plan (the library's JIT compiles one)", call(Call::kReduce, 1024), Route::kForward,
+      {"reduce to root 0: bundled", call(Call::kReduce, 1024), Route::kLoom, Reason::kPlan, "reduce"},
+      {"reduce to root 3: no bundled plan (the library's JIT compiles one)", reduceToRoot3, Route::kForward,
        Reason::kNoPlan},
       {"reduce, prod", call(Call::kReduce, 1024, 8, ncclFloat32, ncclProd), Route::kForward, Reason::kOpMissing},
       {"gather", call(Call::kGather, 1024), Route::kForward, Reason::kNoLoomCollective},
@@ -140,7 +143,8 @@ TEST(NcclDispatch, SettingsAndCapabilities) {
   const CallInfo prod = call(Call::kAllReduce, 1024, 8, ncclFloat32, ncclProd);
   const Decision fail = decide(prod, defaults(), noReal, bundled());
   EXPECT_EQ(fail.route, Route::kFail);
-  EXPECT_NE(describe(prod, fail).find("Loom reduces with sum, min, max and (floating types) avg, not prod"), std::string::npos)
+  EXPECT_NE(describe(prod, fail).find("Loom reduces with sum, min, max and (floating types) avg, not prod"),
+            std::string::npos)
       << describe(prod, fail);
   // ... while what Loom runs still runs.
   EXPECT_EQ(decide(allReduce, defaults(), noReal, bundled()).route, Route::kLoom);
@@ -226,15 +230,14 @@ namespace loom::nccl {
 namespace {
 
 TEST(NcclDispatch, AverageIsASumThenAScale) {
-  const Decision average = decide(call(Call::kAllReduce, 4096, 2, ncclFloat16, ncclAvg), defaults(), Capabilities{},
-                                  bundled());
+  const Decision average =
+      decide(call(Call::kAllReduce, 4096, 2, ncclFloat16, ncclAvg), defaults(), Capabilities{}, bundled());
   EXPECT_TRUE(average.average);
   EXPECT_EQ(average.op, ReduceOp::kSum);
   EXPECT_EQ(average.dataType, DataType::kFloat16);
   EXPECT_FALSE(decide(call(Call::kAllReduce, 4096, 2), defaults(), Capabilities{}, bundled()).average);
   const CallInfo integers = call(Call::kAllReduce, 1024, 8, ncclUint32, ncclAvg);
-  EXPECT_NE(describe(integers, decide(integers, defaults(), Capabilities{}, bundled()))
-                .find("not avg of uint32"),
+  EXPECT_NE(describe(integers, decide(integers, defaults(), Capabilities{}, bundled())).find("not avg of uint32"),
             std::string::npos);
 }
 
@@ -244,8 +247,7 @@ TEST(NcclDispatch, ReduceAsksForAnInPlacePlanOfItsRoot) {
   CallInfo reduce = call(Call::kReduce, 1024, 4, ncclFloat32, ncclMax);
   reduce.root = 3;
   reduce.inplace = false;
-  const SelectionRequest request =
-      selectionRequestFor(reduce, Collective::kReduce, DataType::kFloat32, ReduceOp::kMax);
+  const SelectionRequest request = selectionRequestFor(reduce, Collective::kReduce, DataType::kFloat32, ReduceOp::kMax);
   EXPECT_EQ(request.collective, Collective::kReduce);
   EXPECT_TRUE(request.inplace);
   ASSERT_TRUE(request.root.has_value());
