@@ -17,7 +17,9 @@ import os
 import statistics
 from pathlib import Path
 
+from loom.tools.cuda_timing import time_graph
 from nccl_api import NcclApi, torch_nccl  # beside this file
+from nccl_bench import sizes  # beside this file: powers of two from --min-bytes to --max-bytes
 
 
 def arguments() -> argparse.Namespace:
@@ -48,22 +50,19 @@ def main() -> None:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
-    sizes, size = [], args.min_bytes
-    while size <= args.max_bytes:
-        sizes.append(size)
-        size *= 2
     paths = {"loom": args.library, "nccl": args.nccl or torch_nccl()}
     results: dict[str, list[dict]] = {}
     for name, path in paths.items():
         library = NcclApi(path, rank, world, share_id)
         child = library.split(0, rank)
         rows = []
-        for size in sizes:
+        for size in sizes(args):
             tensor = torch.ones(size // 4, device="cuda")
             times = {"parent": [], "child": []}
             for _ in range(args.rounds):
                 for which, comm in (("parent", library.comm), ("child", child)):
-                    times[which].append(time_graph(library, comm, tensor, args, dist.barrier))
+                    body = all_reduce_on(library, comm, tensor)
+                    times[which].append(time_graph(body, args.calls_per_graph, args.repeats, dist.barrier))
             rows.append({"bytes": size, **{k: statistics.median(v) for k, v in times.items()}})
         results[name] = rows
         torch.cuda.synchronize()
@@ -82,32 +81,11 @@ def main() -> None:
     dist.destroy_process_group()
 
 
-def time_graph(library: NcclApi, comm, tensor, args: argparse.Namespace, barrier) -> float:
-    """Median microseconds per call of `calls_per_graph` all-reduces captured in one graph."""
+def all_reduce_on(library: NcclApi, comm, tensor):
+    """One in-place all-reduce on `comm`, on the stream torch runs on then (the capture stream in a graph)."""
     import torch
 
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            library.all_reduce(tensor, tensor, stream.cuda_stream, comm)
-    stream.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for _ in range(args.calls_per_graph):
-            library.all_reduce(tensor, tensor, stream.cuda_stream, comm)
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(args.repeats):
-        barrier()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000 / args.calls_per_graph)
-    return statistics.median(samples)
+    return lambda: library.all_reduce(tensor, tensor, torch.cuda.current_stream().cuda_stream, comm)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import torch.distributed as dist
 from loom import _native
 from loom.tools.cuda_timing import time_eager, time_graph
 from nccl_api import NcclApi  # beside this file
+from nccl_bench import sizes  # beside this file: powers of two from --min-bytes to --max-bytes
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "reduce")
 
@@ -54,14 +55,6 @@ def arguments() -> argparse.Namespace:
     )
     parser.add_argument("--out", default="")
     return parser.parse_args()
-
-
-def sizes(args: argparse.Namespace) -> list[int]:
-    out, size = [], args.min_bytes
-    while size <= args.max_bytes:
-        out.append(size)
-        size *= 2
-    return out
 
 
 class SymmetricMemory:

@@ -117,16 +117,20 @@ class AllToAll(Collective):
         return range(rank * self.chunk_factor, (rank + 1) * self.chunk_factor)
 
 
-class Broadcast(Collective):
-    """Every rank's output holds the root's input."""
-
-    name = "broadcast"
+class RootedCollective(Collective):
+    """A collective with a root rank (broadcast, reduce)."""
 
     def __init__(self, num_ranks: int, chunk_factor: int, inplace: bool, root: int = 0) -> None:
         super().__init__(num_ranks, chunk_factor, inplace)
         if not isinstance(root, int) or not 0 <= root < num_ranks:
             raise ValueError(f"root must be a rank from 0 to {num_ranks - 1}, got {root!r}")
         self.root = root
+
+
+class Broadcast(RootedCollective):
+    """Every rank's output holds the root's input."""
+
+    name = "broadcast"
 
     def expected_output(self, rank: int, index: int) -> frozenset[Contribution]:
         return frozenset({(self.root, index)})
@@ -135,17 +139,11 @@ class Broadcast(Collective):
         return range(self.chunk_factor) if rank == self.root else range(0)
 
 
-class Reduce(Collective):
+class Reduce(RootedCollective):
     """The root's output holds the reduction over all ranks of the input; the other ranks' outputs are not
     part of the result (a plan must not write them: NCCL lets a non-root rank pass any buffer, or none)."""
 
     name = "reduce"
-
-    def __init__(self, num_ranks: int, chunk_factor: int, inplace: bool, root: int = 0) -> None:
-        super().__init__(num_ranks, chunk_factor, inplace)
-        if not isinstance(root, int) or not 0 <= root < num_ranks:
-            raise ValueError(f"root must be a rank from 0 to {num_ranks - 1}, got {root!r}")
-        self.root = root
 
     def has_output(self, rank: int) -> bool:
         return rank == self.root
