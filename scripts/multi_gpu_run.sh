@@ -109,6 +109,8 @@ case $stage in
     step nccl_one_process 300 "${pytest[@]}" -s tests/nccl/test_nccl_one_process_gpu.py -k "${COMMS_CASES:-cupy or nccl_tests}"
     step nccl_parallel 240 "${pytest[@]}" -s tests/nccl/test_nccl_parallel_gpu.py
     step shared_split 240 "${pytest[@]}" tests/executor/test_shared_gpu.py -k "split_groups${SPLIT_CASES:+ and ($SPLIT_CASES)}"
+    # nccl-tests over the library with 4 ranks on GPU 0, and 3 whose plans the JIT compiles at ncclGroupEnd.
+    step nccl_shared 300 "${pytest[@]}" -s tests/nccl/test_nccl_tests_shared_gpu.py
     # A split group and its parent on one proxy per rank: port-channel all-to-alls in turns, one GPU per rank.
     colors=$(printf '0,%.0s' $(seq "$gpus")) && colors=${colors%,}
     step split_port 150 env CUDA_MODULE_LOADING=EAGER python3 -m loom.launch -n "$gpus" --timeout 120 \

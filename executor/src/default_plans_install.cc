@@ -72,6 +72,21 @@ void writeAtomically(const fs::path& path, std::string_view bytes) {
   }
 }
 
+// The size of the JSON a bundled plan file holds: a plain file's size, or for gzip the size its trailer
+// records (ISIZE, the uncompressed size modulo 2^32; plans are far smaller), read without decompressing.
+uint64_t jsonBytes(const fs::path& file) {
+  std::error_code error;
+  const uintmax_t bytes = fs::file_size(file, error);
+  if (error) throw systemError("cannot read", file, error.value());
+  if (!file.string().ends_with(".gz")) return bytes;
+  std::ifstream in(file, std::ios::binary);
+  unsigned char trailer[4] = {};
+  if (bytes < 18 || !in.seekg(std::streamoff(bytes - 4)) || !in.read(reinterpret_cast<char*>(trailer), 4)) {
+    throw Error(ErrorCategory::kInvalidArgument, "'" + file.string() + "' is too short to be gzip");
+  }
+  return uint64_t{trailer[0]} | uint64_t{trailer[1]} << 8 | uint64_t{trailer[2]} << 16 | uint64_t{trailer[3]} << 24;
+}
+
 bool isPlanFile(const std::string& name) { return name.ends_with(".json") || name.ends_with(".json.gz"); }
 
 std::string installedName(const std::string& bundledName) {
@@ -152,12 +167,12 @@ std::vector<std::string> bundledPlanFiles(const std::string& bundled) {
 }
 
 std::string installedStamp(const std::string& bundled) {
+  // Per plan its installed name and its JSON's size, whichever form it is bundled in: a checkout's NAME.json
+  // and a wheel's NAME.json.gz of the same plans stamp alike, so the Python package and libloom_nccl.so
+  // (which may find the plans in either place) do not reinstall the folder over each other's stamp.
   std::string stamp = std::string("loom ") + LOOM_VERSION + "\n" + kLayout + "\n";
   for (const std::string& file : bundledPlanFiles(bundled)) {
-    std::error_code error;
-    const uintmax_t bytes = fs::file_size(file, error);
-    if (error) throw systemError("cannot read", file, error.value());
-    stamp += fs::path(file).filename().string() + " " + std::to_string(bytes) + "\n";
+    stamp += installedName(fs::path(file).filename().string()) + " " + std::to_string(jsonBytes(file)) + "\n";
   }
   return stamp;
 }

@@ -39,9 +39,9 @@ RANKS = 4
 
 pytestmark = pytest.mark.gpu
 
-# (program, its size range). The bundled all-gather plans above 128 KiB run 48 blocks of 1024 threads per
-# rank, more than 4 ranks can keep resident on one GPU at once: Loom refuses them (the refusal is checked),
-# so the all-gather run uses a cache where they are compiled with 8 instances (24 blocks), which fit.
+# (program, its size range). Many bundled 4-rank plans are tuned for 4 GPUs (up to 128 blocks per rank),
+# more than 4 ranks can keep resident on one GPU at once: Loom refuses them (the refusal is checked), so the
+# runs use a cache where those are compiled again with fewer instances, until they fit.
 CASES = {
     "all_reduce_perf": ("8", "1G"),
     "reduce_scatter_perf": ("8", "1G"),
@@ -49,7 +49,6 @@ CASES = {
     "alltoall_perf": ("8", "1G"),
     "all_gather_perf": ("8", "1G"),
 }
-FITTING_INSTANCES = 8
 
 
 @pytest.fixture(scope="module")
@@ -74,46 +73,66 @@ def nccl_tests(tmp_path_factory) -> dict[str, Path]:
     subprocess.run([sys.executable, "-m", "loom", "install-plans", "--cache-dir", str(work / "cache")], check=True)
     fitting = work / "cache-fitting"
     shutil.copytree(work / "cache", fitting)
-    _recompile_large_allgather(fitting)
+    _fit_plans(fitting, _resident_blocks())
     return {"bin": binaries, "lib": work / "lib", "shim": shim, "cache": work / "cache", "fitting": fitting}
 
 
-def _recompile_large_allgather(cache: Path) -> None:
-    """Replace the installed 4-rank all-gather plans whose blocks do not fit 4 ranks on one GPU with the same
-    algorithm and size range at FITTING_INSTANCES instances (what a user of this testing mode would do).
-    The installed plans are NAME.json.gz; the folder's index still describes each (same name and sizes), and
-    the registry reads the file itself when it decodes the plan."""
+def _resident_blocks() -> int:
+    """The thread blocks Loom lets run at once on GPU 0 (one per multiprocessor, one left free)."""
+    torch = pytest.importorskip("torch", reason="reads the GPU's multiprocessor count")
+    return torch.cuda.get_device_properties(0).multi_processor_count - 1
+
+
+def _max_blocks(plan: dict) -> int:
+    return max(len(gpu["threadblocks"]) for gpu in plan["gpus"])
+
+
+def _fit_plans(cache: Path, resident: int) -> None:
+    """Compile again, with fewer instances, every installed RANKS-rank plan whose blocks do not all fit on one
+    GPU when RANKS ranks share it (what a user of this testing mode would do). The installed plans are
+    NAME.json.gz; the folder's index then no longer matches their size, and the registry decodes them."""
     replaced = 0
-    for path in cache.rglob("allgather_fullmesh_4r_*.json.gz"):
+    for path in cache.rglob(f"*_{RANKS}r_*.json.gz"):
         plan = json.loads(gzip.decompress(path.read_bytes()))
+        if RANKS * _max_blocks(plan) <= resident:
+            continue
         parameters = plan["metadata"]["parameters"]
-        options = parameters["options"]
+        instances = parameters["instances"]
+        per_instance = _max_blocks(plan) / instances
+        while instances > 1 and RANKS * per_instance * instances > resident:
+            instances //= 2
         text = compile_algorithm(
             parameters["algorithm"],
             plan["world_size"],
             plan["ranks_per_node"],
-            instances=FITTING_INSTANCES,
+            instances=instances,
             inplace=plan["inplace"],
             plan_name=plan["name"],
-            min_message_size=options["min_message_size"],
-            max_message_size=options["max_message_size"],
-            num_threads_per_block=options["num_threads_per_block"],
+            **parameters["options"],
         )
+        assert RANKS * _max_blocks(json.loads(text)) <= resident, f"{path.name} at {instances} instances"
         path.write_bytes(gzip.compress(text.encode(), mtime=0))
         replaced += 1
-    assert replaced == 2, f"expected the in- and out-of-place 4-rank all-gather plans under {cache}"
+    assert replaced > 0, f"expected 4-rank plans that do not fit {resident} resident blocks under {cache}"
 
 
 def _run(
-    nccl_tests: dict[str, Path], program: str, low: str, high: str, tmp_path: Path, cache: str = "fitting"
+    nccl_tests: dict[str, Path],
+    program: str,
+    low: str,
+    high: str,
+    tmp_path: Path,
+    cache: str = "fitting",
+    ranks: int = RANKS,
+    factor: str = "2",
 ) -> tuple[str, str]:
     binary = nccl_tests["bin"] / program
     environment = {
         **os.environ,
         "LD_PRELOAD": f"{LIBRARY}:{nccl_tests['shim']}",
         "LD_LIBRARY_PATH": f"{nccl_tests['lib']}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-        "LOOM_CACHE_DIR": str(nccl_tests[cache]),
-        "LOOM_VIRTUAL_GPUS": str(RANKS),
+        "LOOM_CACHE_DIR": str(nccl_tests.get(cache, tmp_path / cache)),
+        "LOOM_VIRTUAL_GPUS": str(ranks),
         "LOOM_SHARE_GPU": "1",
         "CUDA_DEVICE_MAX_CONNECTIONS": "32",
         "CUDA_MODULE_LOADING": "EAGER",
@@ -122,7 +141,7 @@ def _run(
         "LOOM_NCCL_DEBUG": "INFO",
         "LOOM_NCCL_DEBUG_FILE": str(tmp_path / "loom.%p.log"),
     }
-    command = [str(binary), "-b", low, "-e", high, "-f", "2", "-t", str(RANKS), "-g", "1", "-c", "1", "-n", "2"]
+    command = [str(binary), "-b", low, "-e", high, "-f", factor, "-t", str(ranks), "-g", "1", "-c", "1", "-n", "2"]
     command += ["-w", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=environment, check=False)
     logs = "\n".join(path.read_text() for path in sorted(tmp_path.glob("loom.*.log")))
@@ -156,6 +175,28 @@ def test_nccl_tests_with_4_ranks_on_one_gpu_report_nothing_wrong(nccl_tests, pro
 
 
 def test_a_plan_whose_blocks_do_not_fit_is_refused_with_the_reason(nccl_tests, tmp_path):
-    output, logs = _run(nccl_tests, "all_gather_perf", "1M", "1M", tmp_path, cache="cache")
+    output, logs = _run(nccl_tests, "all_gather_perf", "512K", "512K", tmp_path, cache="cache")
     assert not output.endswith("exit status 0"), output[-4000:]
     assert "the GPU holds at most" in output + logs, failure_report(output, logs)
+
+
+# Up to the largest size whose compiled plan fits 3 ranks on one GPU: the JIT compiles the plan a rank of its
+# own GPU would run, and above these sizes that is more blocks than 3 ranks can keep resident on one GPU (Loom
+# refuses such a plan, as the test above checks for a bundled one).
+JIT_CASES = {"all_reduce_perf": "2M", "all_gather_perf": "256K"}
+
+
+@pytest.mark.parametrize("program", sorted(JIT_CASES))
+def test_three_ranks_compile_their_plans_at_group_end_and_report_nothing_wrong(nccl_tests, program, tmp_path):
+    # No plan is bundled for 3 ranks and the cache starts empty: nccl-tests groups every call, so each
+    # plan is compiled by the JIT at ncclGroupEnd (every rank agreeing), then run. NCCL refuses two ranks
+    # on one GPU, so a call forwarded would fail: every one must be Loom's.
+    high = JIT_CASES[program]
+    output, logs = _run(nccl_tests, program, "8", high, tmp_path, cache="jit-cache", ranks=3, factor="8")
+    report = failure_report(output, logs)
+    print(output)
+    assert output.endswith("exit status 0") and "Out of bounds values : 0 OK" in output, report
+    rows = nccl_tests_rows(output)
+    assert rows and int(rows[-1][0]) > size_bytes(high) // 2, report  # rounded down to a multiple of 3 ranks
+    assert "rank 0/3: compiled plan" in logs, report
+    assert "forwarded to NCCL" not in logs, report

@@ -33,6 +33,11 @@ REPO = Path(__file__).resolve().parents[3]
 MAX_INSTALLED_BYTES = 10 << 20  # issue 38: the bundled plans were 36.9 MiB of JSON
 
 
+def _plan_json(path: Path) -> bytes:
+    """A bundled plan file's JSON, whether it is bundled plain or gzip-compressed."""
+    return gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
+
+
 @pytest.fixture
 def root(monkeypatch, tmp_path) -> Path:
     """A cache root named by LOOM_CACHE_DIR."""
@@ -80,7 +85,7 @@ def test_the_stamp_names_the_version_the_layout_and_every_bundled_plan(root):
     lines = (root / "default" / STAMP_NAME).read_text().splitlines()
     assert lines[0] == f"loom {__version__}"
     assert lines[1] == "layout NAME.json.gz, .index"
-    assert lines[2:] == [f"{path.name} {path.stat().st_size}" for path in bundled_plans()]
+    assert lines[2:] == [f"{installed_name(path)} {len(_plan_json(path))}" for path in bundled_plans()]
     assert (root / "default" / STAMP_NAME).read_text() == _native.installed_stamp(str(bundled_plans_dir()))
 
 
@@ -179,6 +184,21 @@ def test_ensure_installs_once_and_then_finds_the_stamp(root):
     assert not ensure_default_plans_installed()
 
 
+def test_plans_bundled_as_json_or_as_gzip_stamp_alike(tmp_path):
+    # A wheel bundles NAME.json.gz, a checkout NAME.json: the Python package and libloom_nccl.so may find the
+    # plans in different places, and must not take each other's install for a stale one (each would install
+    # the whole folder again, over files a user placed there meanwhile).
+    plain, packed = tmp_path / "plain", tmp_path / "packed"
+    plain.mkdir()
+    packed.mkdir()
+    for source in bundled_plans()[:5]:
+        text = _plan_json(source)
+        stem = source.name.removesuffix(".gz")
+        (plain / stem).write_bytes(text)
+        (packed / (stem + ".gz")).write_bytes(gzip.compress(text, mtime=0))
+    assert _native.installed_stamp(str(plain)) == _native.installed_stamp(str(packed))
+
+
 def test_a_folder_installed_the_old_way_is_installed_again(root):
     # Before issue 38 the plans were installed as plain NAME.json and the stamp listed them the same way,
     # without the layout line: such a folder must not pass for an install of this version.
@@ -231,7 +251,7 @@ def test_a_wheel_carries_the_plans_compressed_and_they_install_as_they_are(monke
     installed = install_default_plans()
     assert [path.read_bytes() for path in installed] == [path.read_bytes() for path in bundled_plans()]
     stamp = (root / "default" / STAMP_NAME).read_text().splitlines()
-    assert stamp[2:] == [f"{path.name} {path.stat().st_size}" for path in bundled_plans()]
+    assert stamp[2:] == [f"{path.name} {len(_plan_json(path))}" for path in bundled_plans()]
     assert len(json.loads((root / "default" / INDEX_NAME).read_text())["plans"]) == 6
 
 
