@@ -38,7 +38,9 @@ _DESCRIPTIONS = {
     "INT": "a number",
     "JSON_NUMBER": "a number",
     "BOOL": "true or false",
-    "COLLECTIVE": "a collective (allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv)",
+    "COLLECTIVE": (
+        "a collective (allreduce, allgather, reducescatter, alltoall, alltoallv, broadcast, reduce, sendrecv)"
+    ),
     "PROTOCOL": "a protocol (simple, ll)",
     "BUFFER": "a buffer name (input, output, scratch)",
     "REDUCE_OP": "a reduce operator (sum, min, max)",
@@ -358,7 +360,7 @@ class _Builder:
                 raise self.fail(f"'{name}' takes no '{key}' (it takes: {', '.join(flags)})", flag)
             if key in op:
                 raise self.fail(f"'{key}' is given twice", flag)
-            op[key] = True if key == "relaxed" else str(flag.children[0])
+            op[key] = True if key in ("relaxed", "publish") else str(flag.children[0])
         return op
 
     def plan(self, tree: lark.Tree) -> dict[str, Any]:

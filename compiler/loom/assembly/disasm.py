@@ -115,10 +115,11 @@ def _id_list_op(data: dict, path: str) -> str:
     field, prefix, flags = ID_LIST_OPS[name]
     op = _Fields(data, path, {"op", "loc", field, *flags})
     text = f"{name} " + ", ".join(f"{prefix}{i}" for i in op[field])
-    if op.get("relaxed") is True:
-        text += " relaxed"
-    elif "relaxed" in op:
-        raise PlanError(f"expected true or false, got {_json_value(op['relaxed'], path)}", op.at("relaxed"))
+    for flag in ("relaxed", "publish"):
+        if op.get(flag) is True:
+            text += f" {flag}"
+        elif flag in op and op[flag] is not False:
+            raise PlanError(f"expected true or false, got {_json_value(op[flag], path)}", op.at(flag))
     if "data_sync" in op:
         text += f" data_sync={op['data_sync']}"
     return text + _loc(op)

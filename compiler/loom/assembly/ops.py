@@ -71,7 +71,7 @@ CHAIN_OPS: dict[str, ChainShape] = {
 # Ops over a list of ids: the JSON field that holds the ids, the text prefix of one id, and the
 # optional flags the op takes.
 ID_LIST_OPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "signal": ("channels", "ch", ("relaxed", "data_sync")),
+    "signal": ("channels", "ch", ("relaxed", "publish", "data_sync")),
     "wait": ("channels", "ch", ("relaxed", "data_sync")),
     "flush": ("channels", "ch", ("data_sync",)),
     "sem_acquire": ("semaphores", "sem", ("data_sync",)),

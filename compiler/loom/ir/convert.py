@@ -40,6 +40,7 @@ def op_from_dict(data: dict) -> Op:
         channels=list(data.get("channels", [])),
         reduce_op=data.get("reduce_op"),
         relaxed=data.get("relaxed", False),
+        publish=data.get("publish", False),
         data_sync=data.get("data_sync", "both"),
         barrier_id=data.get("barrier_id"),
         threadblocks=list(data.get("threadblocks", [])),
@@ -69,6 +70,8 @@ def op_to_dict(op: Op) -> dict:
         out["channels"] = list(op.channels)
     if op.relaxed:
         out["relaxed"] = True
+    if op.publish:
+        out["publish"] = True
     if op.data_sync != "both":
         out["data_sync"] = op.data_sync
     if op.barrier_id is not None:

@@ -66,6 +66,7 @@ class Op:
     channels: list[int] = field(default_factory=list)
     reduce_op: str | None = None
     relaxed: bool = False
+    publish: bool = False  # signal: this rank's receive entries go to the peers' mailboxes first (alltoallv)
     data_sync: str = "both"
     barrier_id: int | None = None
     threadblocks: list[int] = field(default_factory=list)

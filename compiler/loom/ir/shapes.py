@@ -12,6 +12,7 @@ _SLOTS = {
     "allgather": (1, "n"),
     "reducescatter": ("n", 1),
     "alltoall": ("n", "n"),
+    "alltoallv": ("n", "n"),  # slots sized per call by the call table
     "test": (1, 1),  # MSCCL++'s TestCollective: any chunk counts, no postcondition
 }
 

@@ -62,11 +62,13 @@ class _PeerChannel(NumberedPerProgram):
             fail(f"{what} is on rank {chunk.rank}, but {self._describe()} reaches rank {self.dst_rank}")
         return ir.ChunkRef(chunk.buffer.value, chunk.index, chunk.size, self.channel_id)
 
-    def _sync(self, name: str, tb: int, data_sync: SyncType, relaxed: bool = False) -> None:
+    def _sync(self, name: str, tb: int, data_sync: SyncType, relaxed: bool = False, publish: bool = False) -> None:
         self._use()
         if not isinstance(relaxed, bool):
             fail(f"relaxed must be True or False, got {relaxed!r}")
-        op = ir.Op(name, channels=[self.channel_id], data_sync=sync_name(data_sync), relaxed=relaxed)
+        if not isinstance(publish, bool):
+            fail(f"publish must be True or False, got {publish!r}")
+        op = ir.Op(name, channels=[self.channel_id], data_sync=sync_name(data_sync), relaxed=relaxed, publish=publish)
         record(self.src_rank, tb, None, op)
 
     def _send(self, name: str, dst_chunk: Chunk, src_chunk: Chunk, tb, tb_group) -> None:
@@ -82,9 +84,16 @@ class _PeerChannel(NumberedPerProgram):
                 check_scratch(src_chunk, "src_chunk", name + "s")
         record(self.src_rank, tb, tb_group, ir.Op(name, src=local_ref(src), dsts=[dst]))
 
-    def signal(self, tb: int, data_sync: SyncType = SyncType.both, relaxed: bool = False) -> None:
-        """Tell the peer that this thread block's earlier writes through the channel have landed."""
-        self._sync("signal", tb, data_sync, relaxed)
+    def signal(
+        self, tb: int, data_sync: SyncType = SyncType.both, relaxed: bool = False, publish: bool = False
+    ) -> None:
+        """Tell the peer that this thread block's earlier writes through the channel have landed. With
+        ``publish`` (all-to-all-v plans), first write this rank's receive entry from the peer (its offset
+        and bytes in this call's table) into the peer's mailbox: the peer's puts into this rank's output
+        read it there, so they must wait for this signal."""
+        if publish and get_program().collective.name != "alltoallv":
+            fail("signal(publish=True) is for alltoallv programs, whose outputs are sized per call")
+        self._sync("signal", tb, data_sync, relaxed, publish)
 
     def wait(self, tb: int, data_sync: SyncType = SyncType.both, relaxed: bool = False) -> None:
         """Wait for one signal from the peer."""

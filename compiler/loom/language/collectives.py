@@ -117,6 +117,22 @@ class AllToAll(Collective):
         return range(rank * self.chunk_factor, (rank + 1) * self.chunk_factor)
 
 
+class AllToAllV(AllToAll):
+    """All-to-all with per-peer sizes given at call time (all-to-all-v): slot p of a rank's input is its
+    send entry to rank p, slot r of its output its receive entry from rank r, each (offset, bytes) from
+    the call's table; chunk i of a slot is the i-th of chunk_factor equal parts of that entry. The plan
+    is all-to-all's with byte ranges read at run time, so its postcondition is all-to-all's. A put into a
+    peer's output needs the peer's receive entry, which the peer publishes first (``publish``). Out of
+    place only: an entry of the input may overlap any entry of the output in place."""
+
+    name = "alltoallv"
+
+    def __init__(self, num_ranks: int, chunk_factor: int, inplace: bool) -> None:
+        if inplace:
+            raise ValueError("alltoallv runs out of place only (input and output entries may overlap in place)")
+        super().__init__(num_ranks, chunk_factor, inplace)
+
+
 class RootedCollective(Collective):
     """A collective with a root rank (broadcast, reduce)."""
 

@@ -29,7 +29,7 @@ from loom.passes.fuse_adjacent import channel_type, fuse_adjacent
 def _fuse(gpu: ir.Gpu, first: ir.Op, second: ir.Op) -> ir.Op | None:
     if first.op not in ("signal", "wait", "flush") or second.op != first.op:
         return None
-    if first.relaxed != second.relaxed:
+    if first.relaxed != second.relaxed or first.publish != second.publish:
         return None
     channels = first.channels + second.channels
     if len(set(channels)) != len(channels) or len({channel_type(gpu, c) for c in channels}) != 1:

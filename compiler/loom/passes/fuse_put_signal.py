@@ -34,7 +34,7 @@ def _fuse(gpu: ir.Gpu, first: ir.Op, second: ir.Op) -> ir.Op | None:
     channel = _port_channel(gpu, first)
     if channel is None or second.channels != [channel]:
         return None
-    if first.op == "put" and second.op == "signal" and not second.relaxed:
+    if first.op == "put" and second.op == "signal" and not second.relaxed and not second.publish:
         return dataclasses.replace(first, op="put_with_signal")
     if first.op == "put_with_signal" and second.op == "flush":
         return dataclasses.replace(first, op="put_with_signal_and_flush")

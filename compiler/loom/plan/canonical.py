@@ -47,6 +47,7 @@ OP_KEYS = (
     "dsts",
     "channels",
     "relaxed",
+    "publish",
     "data_sync",
     "barrier_id",
     "threadblocks",
@@ -108,6 +109,8 @@ def _op(op: Any) -> Any:
             out[field] = [_chunk(ref) for ref in out[field]]
     if _is(out.get("relaxed"), bool, False):
         del out["relaxed"]
+    if _is(out.get("publish"), bool, False):
+        del out["publish"]
     if _is(out.get("data_sync"), str, "both"):
         del out["data_sync"]
     if isinstance(out.get("body"), list):

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from loom.verify.program import Step
 
 Contribution = tuple[int, int, int]  # (call, rank, input sub-chunk)
+# The position of a mailbox's content (alltoallv): (call, rank, MAILBOX_ENTRY) is rank's receive entry of that call.
+MAILBOX_ENTRY = -1
 
 
 class Contents:

@@ -53,6 +53,8 @@ class Memory:
     def describe(self, key: tuple) -> str:
         """``rank 1 output[3]``, with the in-place alias, sub-chunk and LL half where they apply."""
         rank, buffer, position, half = key
+        if buffer == "mailbox":
+            return f"rank {rank}'s mailbox of channel {position}"
         f = self.program.factor
         chunk, part = divmod(position, f)
         text = f"rank {rank} {buffer}[{chunk}]"

@@ -46,7 +46,7 @@ def expected_chunks(program: Program, rank: int, index: int, sender: int | None 
         return [divmod(index, k_in)]
     if collective == "reducescatter":
         return [(r, rank * k_out + index) for r in range(n)]
-    if collective == "alltoall":
+    if collective in ("alltoall", "alltoallv"):
         k = k_in // n
         source, piece = divmod(index, k)
         return [(source, rank * k + piece)]

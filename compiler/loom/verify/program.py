@@ -60,6 +60,9 @@ class Step:
     acquires: list[int] = field(default_factory=list)  # semaphores
     releases: list[int] = field(default_factory=list)
     barrier: tuple[int, frozenset[int]] | None = None
+    # alltoallv: a rank keeps a mailbox per channel, where the peer publishes its receive entry from the rank.
+    publishes: list[tuple[int, int]] = field(default_factory=list)  # the (peer, its channel) mailboxes written
+    mailbox_reads: list[int] = field(default_factory=list)  # this rank's channels whose mailbox a put reads
     valid: bool = True
 
     @property
@@ -201,12 +204,17 @@ class Program:
                             out.extend((ref, packet) for ref in resolved)
             if name in ("put_with_signal", "put_with_signal_and_flush"):
                 step.signals = sorted({d["channel"] for d in op["dsts"]})
+            if self.collective == "alltoallv" and not problem:
+                problem, step.mailbox_reads = self._counted_refs(rank, op)
         elif name in ("signal", "wait", "flush"):
             missing = [c for c in op["channels"] if (rank, c) not in self.channels]
             if missing:
                 problem = f"channel {missing[0]} is not declared on rank {rank}"
             elif name == "signal":
                 step.signals = list(op["channels"])
+                if op.get("publish"):
+                    problem = self._publish_problem(rank, op["channels"])
+                    step.publishes = [self.paired[(rank, c)] for c in op["channels"] if (rank, c) in self.paired]
             elif name == "wait":
                 step.waits = list(op["channels"])
         elif name in ("sem_acquire", "sem_release"):
@@ -232,6 +240,34 @@ class Program:
             step.reads, step.writes = [], []
             self.log.add(finding_at(step, "bounds", problem))
         return step
+
+    def _publish_problem(self, rank: int, channels: list[int]) -> str:
+        """Why a publishing signal cannot publish, or ""."""
+        if self.collective != "alltoallv":
+            return f"publish is for alltoallv plans (outputs sized per call), not {self.collective}"
+        switch = [c for c in channels if self.channels[(rank, c)]["type"] == "switch"]
+        return f"publish through switch channel {switch[0]}: a mailbox belongs to one peer" if switch else ""
+
+    def _counted_refs(self, rank: int, op: dict) -> tuple[str, list[int]]:
+        """In an alltoallv plan every byte range comes from the call's table: a rank's own input and
+        output entries, and a peer's output entry from this rank, which the peer published into this
+        rank's mailbox of the channel. What the op cannot name that way, or the channels whose mailbox it reads."""
+        channels = []
+        for field_ in REF_FIELDS:
+            for data in refs_of(op, field_):
+                if data["buffer"] == "scratch":
+                    return "an alltoallv plan has no scratch: its entries are sized per call", []
+                if "channel" not in data:
+                    continue
+                if data["buffer"] != "output" or field_ not in ("dst", "dsts"):
+                    return (
+                        f"reaches rank {self.channels[(rank, data['channel'])]['peer']}'s {data['buffer']} through"
+                        " a channel: in an alltoallv plan only a peer's output entries are known (published), so"
+                        " data moves by puts into them",
+                        [],
+                    )
+                channels.append(data["channel"])
+        return "", sorted(set(channels))
 
     def _resolve(self, rank: int, data: dict, part: Callable[[int], tuple[int, int]]) -> list[Ref] | str:
         """The sub-chunk ranges ``data`` names (one per switch group member), or what is wrong."""

@@ -16,7 +16,7 @@ races ahead into the next call and overwrites a slower peer's buffers shows up a
 
 from __future__ import annotations
 
-from loom.verify.contents import Contents, Value
+from loom.verify.contents import MAILBOX_ENTRY, Contents, Value
 from loom.verify.dataflow import packets_ready, polled_keys
 from loom.verify.dataflow import run as run_data_op
 from loom.verify.deadlock import explain as explain_deadlock
@@ -103,6 +103,23 @@ class Executor:
         for tb in self.tbs[rank]:
             self.clocks.reset((rank, tb), self.clocks.clock(host))
 
+    def _read_mailboxes(self, step: Step, call: int) -> None:
+        """An alltoallv put into a peer's output first reads where: the entry the peer published into this
+        rank's mailbox. It must be the peer's entry for this same call, ordered before the put."""
+        for channel in step.mailbox_reads:
+            peer = self.program.channels[(step.rank, channel)]["peer"]
+            key = (step.rank, "mailbox", channel, 0)
+            value = self.memory.read(step.block, step, key, call)
+            if value is not None and value.call == call and value.writer is not None:
+                continue
+            held = "nothing" if value is None else f"its entry of call {value.call}"
+            message = (
+                f"puts into rank {peer}'s output by the receive entry rank {peer} publishes for call {call}, but"
+                f" this rank's mailbox of channel {channel} holds {held} here: rank {peer} publishes no entry"
+                " through the channel, or no signal/wait orders its publishing signal before this put"
+            )
+            self.log.add(finding_at(step, "race", message, call), kind="unpublished entry")
+
     def _try(self, step: Step, call: int) -> bool:
         """Run ``step`` if it can run now (True), or change nothing (False)."""
         block, sync = step.block, self.sync
@@ -127,8 +144,14 @@ class Executor:
             sync.leave(step, clock)
         for key in polled:
             merge(clock, self.memory.values[key].clock or {})
+        if step.mailbox_reads:
+            self._read_mailboxes(step, call)
         if step.reads or step.writes:
             run_data_op(step, call, self.memory, self.clocks, self.log)
+        for peer, channel in step.publishes:
+            # This rank's receive entry from `peer`, for this call, into the mailbox of `peer`'s end of the channel.
+            entry = Value(Contents(((call, step.rank, MAILBOX_ENTRY),)), False, call, step, None)
+            self.memory.write(block, step, (peer, "mailbox", channel, 0), call, entry)
         if step.signals:
             sync.signal(step, clock)
         if step.releases:

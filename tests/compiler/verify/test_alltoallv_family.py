@@ -1,0 +1,140 @@
+"""The all-to-all-v family (issue 39): plans whose entries are sized by each call's table. The verifier runs
+them on symbolic entries (a slot is one entry, whatever its bytes), so a clean run proves every count; a put
+into a peer's output must read the receive entry the peer published for the same call. Each mutant breaks
+the plan in one way and must be caught, naming the op."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+
+import pytest
+from loom.compiler.driver import compile_algorithm
+from loom.errors import InvalidArgumentError
+from loom.language import AllToAllV, CollectiveProgram, MemoryChannel, Rank, SyncType
+from loom.plan.schema import check_schema
+from loom.verify import verify
+
+NAME = "alltoallv_fullmesh"
+
+
+@functools.cache
+def _text(world_size: int, instances: int = 1) -> str:
+    return compile_algorithm(NAME, world_size, instances=instances, verify=False)
+
+
+def _plan(world_size: int = 3, instances: int = 1) -> dict:
+    return json.loads(_text(world_size, instances))
+
+
+def _ops(plan: dict, rank: int = 0, tb: int = 0) -> list[dict]:
+    return plan["gpus"][rank]["threadblocks"][tb]["ops"]
+
+
+def _messages(findings, category: str) -> list[str]:
+    found = [f.message for f in findings if f.category == category]
+    assert found, "\n".join(map(str, findings)) or "no findings"
+    return found
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4, 8])
+@pytest.mark.parametrize("instances", [1, 2])
+def test_the_family_is_proven_for_symbolic_counts(world_size, instances):
+    plan = _plan(world_size, instances)
+    check_schema(plan)
+    assert plan["collective"] == "alltoallv" and not plan["inplace"]
+    assert verify(plan, calls=3) == []
+    # Every peer's thread block publishes first, through every channel it puts through.
+    for gpu in plan["gpus"]:
+        for tb in gpu["threadblocks"]:
+            puts = {d["channel"] for op in tb["ops"] if op["op"] == "put" for d in op["dsts"]}
+            published = {c for op in tb["ops"] if op["op"] == "signal" and op.get("publish") for c in op["channels"]}
+            assert puts == published
+
+
+def test_a_put_without_the_peers_entry_is_caught():
+    plan = _plan()
+    for gpu in plan["gpus"]:  # rank 0 never publishes to rank 1 (its tb 0 serves rank 1)
+        if gpu["id"] == 0:
+            del _ops(plan, 0, 0)[0]["publish"]
+    messages = _messages(verify(plan), "race")
+    assert any("rank 0 publishes no entry through the channel" in m and "holds nothing" in m for m in messages)
+
+
+def test_a_put_not_ordered_after_the_publishing_signal_is_caught():
+    plan = _plan()
+    del _ops(plan, 0, 0)[1]  # rank 0 puts into rank 1's output without waiting for rank 1's publish
+    messages = _messages(verify(plan), "race")
+    assert any("mailbox of channel 0" in m and "unordered" in m for m in messages), messages
+
+
+def test_publishing_after_the_peer_may_already_put_is_caught():
+    plan = _plan()
+    ops = _ops(plan, 0, 0)
+    ops.insert(3, ops.pop(0))  # rank 0 publishes only after its own put
+    messages = _messages(verify(plan), "race")
+    assert any("reads rank 1's mailbox of channel 0 unordered with the write by rank 0" in m for m in messages)
+
+
+def test_a_stale_entry_from_the_previous_call_is_caught():
+    plan = _plan()
+    del _ops(plan, 0, 0)[-1]  # rank 0 ends a call before rank 1's data arrived, and races into the next
+    messages = _messages(verify(plan, calls=2), "race")
+    assert any("holds its entry of call 0" in m for m in messages), messages
+
+
+def test_a_put_into_the_wrong_peer_entry_is_caught():
+    plan = _plan()
+    _ops(plan, 0, 0)[2]["dsts"][0]["index"] = 2
+    findings = verify(plan)
+    assert any("expected {r2:input[1]}" in m for m in _messages(findings, "postcondition"))
+
+
+def test_what_the_family_cannot_name_is_a_bounds_finding():
+    plan = _plan()
+    put = _ops(plan, 0, 0)[2]
+    put["op"], put["src"], put["dst"] = "get", {"channel": 0, "buffer": "input", "index": 0}, put["src"]
+    del put["dsts"]
+    messages = _messages(verify(plan), "bounds")
+    assert any("only a peer's output entries are known" in m for m in messages), messages
+
+
+def test_publish_outside_an_alltoallv_plan_is_a_bounds_finding():
+    plan = json.loads(compile_algorithm("alltoall_fullmesh", 2, verify=False))
+    _ops(plan)[0]["publish"] = True
+    assert any("publish is for alltoallv plans" in m for m in _messages(verify(plan), "bounds"))
+
+
+def test_the_dsl_refuses_publish_outside_alltoallv_and_in_place_alltoallv():
+    from loom.language import AllToAll
+
+    program = CollectiveProgram("p", AllToAll(2, 1, False), 2)
+    with program, pytest.raises(Exception, match=r"publish=True\) is for alltoallv"):
+        MemoryChannel(1, 0).signal(tb=0, data_sync=SyncType.none, publish=True)
+    with pytest.raises(ValueError, match="out of place only"):
+        AllToAllV(2, 1, True)
+    with pytest.raises(InvalidArgumentError, match="out of place only"):
+        compile_algorithm(NAME, 2, inplace=True)
+    assert Rank  # the DSL's names the family's algorithm uses
+
+
+def test_assembly_round_trips_the_publish_flag():
+    from loom.assembly import assemble
+    from loom.assembly.disasm import disassemble
+
+    plan = _plan(2)
+    text = disassemble(plan)
+    assert "signal ch0 publish data_sync=none" in text
+    assert assemble(text, "alltoallv.txt")["gpus"] == copy.deepcopy(plan)["gpus"]
+
+
+def test_the_executor_refuses_a_call_sized_plan_with_the_reason(tmp_path):
+    pytest.importorskip("loom._native", reason="the decoder is native: build it with scripts/setup.sh")
+    from loom.errors import PlanError
+    from loom.plan.validate import validate_plan_file
+
+    path = tmp_path / "alltoallv.json"
+    path.write_text(_text(2))
+    with pytest.raises(PlanError, match="collective: an alltoallv plan .* the executor does not run call-sized plans"):
+        validate_plan_file(path)
