@@ -119,17 +119,35 @@ class NcclApi:
     def all_to_all(self, source, output, stream: int) -> None:
         """As torch builds it: a group of one send to and one receive from every rank."""
         piece = source.numel() // self.world
-        nbytes = piece * source.element_size()
+        self.all_to_all_v(source, output, [piece] * self.world, [piece] * self.world, stream)
+
+    def all_to_all_v(self, source, output, send_counts: list[int], recv_counts: list[int], stream: int) -> None:
+        """As torch's all_to_all_single with splits: the pieces back to back in rank order, one send to and one
+        receive from every rank in a group (elements of the tensors' type)."""
+        size = source.element_size()
         kind = self._type(source)
+        sent = received = 0
         self.check(self.lib.ncclGroupStart(), "ncclGroupStart")
         for peer in range(self.world):
-            self.check(
-                self.lib.ncclSend(source.data_ptr() + peer * nbytes, piece, kind, peer, self.comm, stream), "ncclSend"
-            )
-            self.check(
-                self.lib.ncclRecv(output.data_ptr() + peer * nbytes, piece, kind, peer, self.comm, stream), "ncclRecv"
-            )
+            self.send(source.data_ptr() + sent * size, send_counts[peer], kind, peer, stream)
+            self.recv(output.data_ptr() + received * size, recv_counts[peer], kind, peer, stream)
+            sent += send_counts[peer]
+            received += recv_counts[peer]
         self.check(self.lib.ncclGroupEnd(), "ncclGroupEnd")
+
+    def send(self, address: int, count: int, kind: int, peer: int, stream: int) -> None:
+        self.check(self.lib.ncclSend(address, count, kind, peer, self.comm, stream), "ncclSend")
+
+    def recv(self, address: int, count: int, kind: int, peer: int, stream: int) -> None:
+        self.check(self.lib.ncclRecv(address, count, kind, peer, self.comm, stream), "ncclRecv")
+
+    def group(self, calls: Callable[[], None]) -> None:
+        """``calls()`` between ncclGroupStart and ncclGroupEnd."""
+        self.check(self.lib.ncclGroupStart(), "ncclGroupStart")
+        try:
+            calls()
+        finally:
+            self.check(self.lib.ncclGroupEnd(), "ncclGroupEnd")
 
     def close(self) -> None:
         for comm in [*self.splits, self.comm]:

@@ -16,6 +16,7 @@
 #   scripts/multi_gpu_run.sh split-bench # bench/nccl_bench.py --split: a split group's all-reduce beside the default's
 #   scripts/multi_gpu_run.sh runtime     # the runtime's GPU tests (tests/runtime/test_runtime_gpu.py), GoogleTest built first
 #   scripts/multi_gpu_run.sh peers       # bench/peers.py: NCCL, torch symmetric memory and Loom in the same processes
+#   scripts/multi_gpu_run.sh p2p         # bench/p2p_bench.py: send/recv, exchange and all-to-all-v, NCCL beside the library
 #   scripts/multi_gpu_run.sh mscclpp     # MSCCL++ built offline (scripts/mscclpp_build.sh), its NCCL library a peer in bench/peers.py
 #   scripts/multi_gpu_run.sh split-latency # bench/nccl_split_latency.py: parent and split through the NCCL API, no torch.distributed
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
@@ -244,6 +245,11 @@ case $stage in
     # Issue 40: the strongest peers beside Loom (PEERS_ARGS narrows: sizes, dtypes, modes, collectives).
     step peers 300 torchrun --nproc-per-node "$gpus" bench/peers.py --out "$out/peers.json" \
       ${PEERS_ARGS:---max-bytes 67108864 --modes graph}
+    ;;
+  p2p)
+    # Issue 39: send/recv, a grouped exchange and all-to-all-v through the NCCL API, the library beside NCCL
+    # (P2P_ARGS narrows: patterns, sizes, modes).
+    step p2p 420 torchrun --nproc-per-node "$gpus" bench/p2p_bench.py --out "$out/p2p.json" ${P2P_ARGS:-}
     ;;
   mscclpp)
     # Issue 40: MSCCL++'s NCCL-compatible library beside Loom, NCCL and torch's symmetric memory. Its build
