@@ -24,15 +24,13 @@ median microseconds per call, under CUDA-graph replay (``graph``) and eagerly (`
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import random
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch_ranks  # beside this file
 from loom.runtime.nccl import nccl_library_path
 from loom.tools.cuda_timing import time_eager, time_graph
 from nccl_api import NCCL_TYPES, NcclApi, torch_nccl  # beside this file
@@ -125,19 +123,13 @@ def measure(args: argparse.Namespace, pattern: Pattern, apis: dict[str, NcclApi]
 
 def main() -> None:
     args = arguments()
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
-    world, rank = dist.get_world_size(), dist.get_rank()
-
-    def share_id(mine: bytes) -> bytes:
-        box = [mine]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
+    world, rank = torch_ranks.start()
     os.environ.setdefault("LOOM_NCCL_LIBRARY", torch_nccl())  # what the library forwards to: the same NCCL
     loom_lib = args.loom_lib or str(nccl_library_path())
-    apis = {"nccl": NcclApi(torch_nccl(), rank, world, share_id), "loom": NcclApi(loom_lib, rank, world, share_id)}
+    apis = {
+        "nccl": NcclApi(torch_nccl(), rank, world, torch_ranks.share_id),
+        "loom": NcclApi(loom_lib, rank, world, torch_ranks.share_id),
+    }
     dtype = getattr(torch, args.dtype)
     rng = random.Random(args.seed)
     results = []
@@ -151,17 +143,7 @@ def main() -> None:
                 print(f"{name} {size} B: {line}", flush=True)
     for api in apis.values():
         api.close()
-    if rank == 0 and args.out:
-        report = {
-            "date": datetime.date.today().isoformat(),
-            "device": torch.cuda.get_device_name(),
-            "world_size": world,
-            "dtype": args.dtype,
-            "torch": torch.__version__,
-            "nccl": ".".join(str(part) for part in torch.cuda.nccl.version()),
-            "results": results,
-        }
-        Path(args.out).write_text(json.dumps(report, indent=1))
+    torch_ranks.write_report(args.out, results, dtype=args.dtype)
     dist.destroy_process_group()
 
 

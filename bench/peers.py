@@ -19,15 +19,12 @@ by scripts/mscclpp_build.sh.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
 from collections.abc import Callable
-from pathlib import Path
 
 import loom
 import torch
 import torch.distributed as dist
+import torch_ranks  # beside this file
 from loom import _native
 from loom.tools.cuda_timing import time_eager, time_graph
 from nccl_api import NcclApi  # beside this file
@@ -95,22 +92,13 @@ class SymmetricMemory:
 
 def main() -> None:
     args = arguments()
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
-    world, rank = dist.get_world_size(), dist.get_rank()
+    world, rank = torch_ranks.start()
     comm = loom.Communicator(_native.Bootstrap.from_environment())
     symm = SymmetricMemory(dist.group.WORLD.group_name)
-
-    def share_id(mine: bytes) -> bytes:
-        box = [mine]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
     apis = {}
     for entry in args.nccl_api:
         name, _, path = entry.partition("=")
-        apis[name] = NcclApi(path, rank, world, share_id)
+        apis[name] = NcclApi(path, rank, world, torch_ranks.share_id)
     results = []
     for collective in args.collectives.split(","):
         for dtype_name in args.dtypes.split(","):
@@ -126,16 +114,7 @@ def main() -> None:
                     print(f"{collective} {dtype_name} {size} B: {line}", flush=True)
     for api in apis.values():
         api.close()
-    if rank == 0 and args.out:
-        report = {
-            "date": datetime.date.today().isoformat(),
-            "device": torch.cuda.get_device_name(),
-            "world_size": world,
-            "torch": torch.__version__,
-            "nccl": ".".join(str(part) for part in torch.cuda.nccl.version()),
-            "results": results,
-        }
-        Path(args.out).write_text(json.dumps(report, indent=1))
+    torch_ranks.write_report(args.out, results)
     dist.destroy_process_group()
 
 
