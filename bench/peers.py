@@ -127,6 +127,8 @@ def measure(args, collective: str, dtype, numel: int, world: int, rank: int, com
     if collective == "allreduce":
         peers["nccl"] = lambda src, out: dist.all_reduce(out)  # in place: `out` holds the input (below)
         peers["loom"] = lambda src, out: comm.all_reduce(src, output=out)
+        # In place, as torch's two-shot kernel runs (`out` holds the input, below).
+        peers["loom in place"] = lambda src, out: comm.all_reduce(out)
     elif collective == "allgather":
         peers["nccl"] = lambda src, out: dist.all_gather_into_tensor(out, src)
         peers["loom"] = lambda src, out: comm.all_gather(out, src)
