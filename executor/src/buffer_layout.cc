@@ -19,6 +19,7 @@ uint32_t slotsOf(Collective collective, BufferType buffer, uint32_t worldSize) {
     case Collective::kReduceScatter:
       return buffer == BufferType::kInput ? worldSize : 1;
     case Collective::kAllToAll:
+    case Collective::kAllToAllV:  // slots are the call's entries; the nominal layout cuts them evenly
       return worldSize;
     default:
       return 1;

@@ -469,6 +469,11 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
   impl_->checkUsable();
   Communicator& comm = *impl_->communicator;
   const uint32_t rank = uint32_t(comm.rank());
+  if (plan.collective == Collective::kAllToAllV) {
+    throw invalid("plan: '" + plan.name +
+                  "' is an alltoallv plan, whose sizes come with each call; this version of the executor decodes "
+                  "and checks such plans but does not run them");
+  }
   if (plan.worldSize != uint32_t(comm.worldSize())) {
     throw invalid("plan: '" + plan.name + "' is for " + std::to_string(plan.worldSize) +
                   " ranks, the communicator has " + std::to_string(comm.worldSize()));

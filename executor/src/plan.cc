@@ -31,6 +31,8 @@ std::string_view collectiveName(Collective value) {
       return "sendrecv";
     case Collective::kReduce:
       return "reduce";
+    case Collective::kAllToAllV:
+      return "alltoallv";
   }
   return "?";
 }

@@ -91,6 +91,7 @@ enum OpField : size_t {
   kOpDsts,
   kOpChannels,
   kOpRelaxed,
+  kOpPublish,
   kOpDataSync,
   kOpReduceOp,
   kOpBarrierId,
@@ -101,10 +102,10 @@ enum OpField : size_t {
   kOpBody,
   kOpFieldCount,
 };
-constexpr FieldNames<kOpFieldCount> kOpFields{"op",         "loc",        "src",          "dst",        "packet_dst",
-                                              "srcs",       "dsts",       "channels",     "relaxed",    "data_sync",
-                                              "reduce_op",  "barrier_id", "threadblocks", "semaphores", "iterations",
-                                              "unit_bytes", "body"};
+constexpr FieldNames<kOpFieldCount> kOpFields{"op",         "loc",        "src",        "dst",          "packet_dst",
+                                              "srcs",       "dsts",       "channels",   "relaxed",      "publish",
+                                              "data_sync",  "reduce_op",  "barrier_id", "threadblocks", "semaphores",
+                                              "iterations", "unit_bytes", "body"};
 
 bool opTakes(const OpSpec& spec, size_t field) {
   switch (field) {
@@ -125,6 +126,8 @@ bool opTakes(const OpSpec& spec, size_t field) {
       return spec.channelList;
     case kOpRelaxed:
       return spec.relaxable;
+    case kOpPublish:
+      return spec.type == OpType::kSignal;
     case kOpDataSync:
       return spec.channelList || spec.type == OpType::kSemAcquire || spec.type == OpType::kSemRelease;
     case kOpReduceOp:
@@ -204,11 +207,6 @@ class Decoder {
       if (plan.name.empty()) fail(p, "expected a non-empty name, got \"\"");
     }
     const element collective = need(f, 2, path, "a collective");
-    if (collective.type() == element_type::STRING && std::string_view(collective) == "alltoallv") {
-      fail(path.field("collective"),
-           "an alltoallv plan (sizes given with each call) is for the verifier only in this version (loom verify): "
-           "the executor does not run call-sized plans yet");
-    }
     if (collective.type() == element_type::STRING && std::string_view(collective) == "test") {
       fail(path.field("collective"),
            "a test plan (MSCCL++'s TestCollective) has no collective to run: it is for the verifier only (loom "
@@ -222,7 +220,8 @@ class Decoder {
                                           {"alltoall", Collective::kAllToAll},
                                           {"broadcast", Collective::kBroadcast},
                                           {"reduce", Collective::kReduce},
-                                          {"sendrecv", Collective::kSendRecv}});
+                                          {"sendrecv", Collective::kSendRecv},
+                                          {"alltoallv", Collective::kAllToAllV}});
     plan.protocol = choice<Protocol>(need(f, 3, path, "a protocol"), path.field("protocol"),
                                      {{"simple", Protocol::kSimple}, {"ll", Protocol::kLL}});
     plan.inplace = boolean(need(f, 4, path, "true or false"), path.field("inplace"));
@@ -520,6 +519,7 @@ class Decoder {
           idList(need(f, kOpChannels, path, "the ids of the channels"), path.field("channels"), "channel ids");
     }
     if (f[kOpRelaxed]) op.relaxed = boolean(*f[kOpRelaxed], path.field("relaxed"));
+    if (f[kOpPublish]) op.publish = boolean(*f[kOpPublish], path.field("publish"));
     if (f[kOpDataSync]) {
       op.dataSync = choice<DataSync>(*f[kOpDataSync], path.field("data_sync"),
                                      {{"none", DataSync::kNone},

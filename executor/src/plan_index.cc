@@ -41,7 +41,7 @@ Enum enumNamed(std::string_view name, const Enum (&values)[N], std::string_view 
 
 constexpr Collective kCollectives[] = {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
                                        Collective::kAllToAll,  Collective::kBroadcast, Collective::kSendRecv,
-                                       Collective::kReduce};
+                                       Collective::kReduce,    Collective::kAllToAllV};
 constexpr Protocol kProtocols[] = {Protocol::kSimple, Protocol::kLL};
 constexpr ReduceOp kReduceOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax};
 

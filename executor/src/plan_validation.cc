@@ -61,6 +61,11 @@ class Validator {
       fail(root.field("root"), "missing required field (a reduce names its root rank)");
     }
     if (plan_.root && *plan_.root >= plan_.worldSize) fail(root.field("root"), outsideWorld(*plan_.root));
+    if (plan_.collective == Collective::kAllToAllV && plan_.inplace) {
+      fail(root.field("inplace"),
+           "an \"alltoallv\" plan runs out of place only (an input entry may overlap an "
+           "output entry in place)");
+    }
 
     const JsonPath gpusPath = root.field("gpus");
     rankToGpu_.assign(plan_.worldSize, -1);
@@ -113,9 +118,10 @@ class Validator {
         if (in != n * out) mismatch("input_chunks", n * out, "input_chunks = world_size x output_chunks");
         break;
       case Collective::kAllToAll:
+      case Collective::kAllToAllV:
         if (out != in) mismatch("output_chunks", in, "output_chunks = input_chunks");
         if (in % n != 0) {
-          fail(gpuPath.field("input_chunks"), "an \"alltoall\" plan needs input_chunks divisible by world_size " +
+          fail(gpuPath.field("input_chunks"), article + name + " plan needs input_chunks divisible by world_size " +
                                                   std::to_string(n) + ", got " + std::to_string(in));
         }
         break;
@@ -236,6 +242,7 @@ class Validator {
                                     std::to_string(uint64_t{ref.index} + ref.count - 1) + " run past the end of " +
                                     where());
     }
+    if (plan_.collective == Collective::kAllToAllV) checkCallSizedRef(ref, isSource, path);
     // Chunks move one for one: every chunk range of an op spans the same number of chunks.
     if (ref.count != opCount) {
       fail(path.field("count"), std::to_string(ref.count) + " differs from the op's other chunk ranges (" +
@@ -243,8 +250,30 @@ class Validator {
     }
   }
 
+  // In an alltoallv plan every byte range is an entry of the call's table: this rank's own input and output
+  // entries, and a peer's output entry (which the peer publishes). Nothing else has a size to cut.
+  void checkCallSizedRef(const ChunkRef& ref, bool isSource, const JsonPath& path) const {
+    if (ref.buffer == BufferType::kScratch) {
+      fail(path.field("buffer"), "an \"alltoallv\" plan has no scratch chunks: its entries are sized per call");
+    }
+    if (ref.isRemote() && (isSource || ref.buffer != BufferType::kOutput)) {
+      fail(path,
+           "an \"alltoallv\" plan reaches a peer only by writing into its output entries (the ones the peer "
+           "publishes); got a remote " +
+               std::string(isSource ? "source" : "destination") + " in its " + std::string(bufferName(ref.buffer)));
+    }
+  }
+
   void checkOp(const GpuProgram& gpu, const ThreadBlock& tb, const Op& op, const JsonPath& path) {
     const OpSpec& spec = opSpec(op.type);
+    if (op.publish && plan_.collective != Collective::kAllToAllV) {
+      fail(path.field("publish"), "publish is for \"alltoallv\" plans, whose outputs are sized per call");
+    }
+    if (plan_.collective == Collective::kAllToAllV && (spec.packet || spec.reduction || op.type == OpType::kPipeline)) {
+      fail(path.field("op"), quotedName(spec.name) +
+                                 " is not an op of an \"alltoallv\" plan (it moves whole call-"
+                                 "sized entries: copy, put and synchronisation)");
+    }
     if (spec.packet && plan_.protocol != Protocol::kLL) {
       fail(path.field("op"), quotedName(spec.name) + " needs the \"ll\" protocol, but this plan's protocol is " +
                                  quotedName(protocolName(plan_.protocol)));

@@ -15,7 +15,18 @@ namespace loom {
 
 // kReduce comes last so that the values of the others (bits of LOOM_NCCL collective lists, cached
 // selections) stay what they were.
-enum class Collective : uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSendRecv, kReduce };
+// kAllToAllV: all-to-all with per-peer sizes given with each call (docs/plan-format.md, "call-sized slots");
+// decoded and checked, not run by the executor in this version.
+enum class Collective : uint8_t {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kBroadcast,
+  kSendRecv,
+  kReduce,
+  kAllToAllV
+};
 enum class Protocol : uint8_t { kSimple, kLL };
 enum class BufferType : uint8_t { kInput, kOutput, kScratch };
 enum class ChannelType : uint8_t { kMemory, kPort, kSwitch };
@@ -92,6 +103,7 @@ struct Op {
   std::vector<uint32_t> semaphores;    // sem_acquire, sem_release
   std::optional<ReduceOp> reduceOp;
   bool relaxed = false;
+  bool publish = false;                 // signal in an alltoallv plan: the receive entry into the peer's mailbox first
   DataSync dataSync = DataSync::kBoth;  // signal, wait, flush, sem_acquire, sem_release
   uint32_t barrierId = 0;
   uint32_t iterations = 1;  // pipeline of a fixed number of equal slices

@@ -129,12 +129,60 @@ def test_assembly_round_trips_the_publish_flag():
     assert assemble(text, "alltoallv.txt")["gpus"] == copy.deepcopy(plan)["gpus"]
 
 
-def test_the_executor_refuses_a_call_sized_plan_with_the_reason(tmp_path):
-    pytest.importorskip("loom._native", reason="the decoder is native: build it with scripts/setup.sh")
-    from loom.errors import PlanError
+def _validate(tmp_path, plan: dict):
     from loom.plan.validate import validate_plan_file
 
     path = tmp_path / "alltoallv.json"
-    path.write_text(_text(2))
-    with pytest.raises(PlanError, match="collective: an alltoallv plan .* the executor does not run call-sized plans"):
-        validate_plan_file(path)
+    path.write_text(json.dumps(plan))
+    return validate_plan_file(path)
+
+
+def test_the_decoder_checks_call_sized_plans_and_names_what_breaks_them(tmp_path):
+    pytest.importorskip("loom._native", reason="the decoder is native: build it with scripts/setup.sh")
+    from loom.errors import PlanError
+    from loom.native import native_module
+
+    assert _validate(tmp_path, _plan(4, 2)).collective == "alltoallv"
+    cases = []
+    plan = _plan()
+    plan["gpus"][0]["threadblocks"][0]["ops"][2]["dsts"][0]["buffer"] = "input"
+    cases.append((plan, r"dsts\[0\]: an \"alltoallv\" plan reaches a peer only by writing into its output"))
+    plan = _plan()
+    plan["inplace"] = True
+    cases.append((plan, r"inplace: an \"alltoallv\" plan runs out of place only"))
+    plan = _plan()
+    plan["gpus"][0]["scratch_chunks"] = 1
+    plan["gpus"][0]["threadblocks"][-1]["ops"][0]["dst"] = {"buffer": "scratch", "index": 0}
+    cases.append((plan, r"dst.buffer: an \"alltoallv\" plan has no scratch chunks"))
+    plan = json.loads(compile_algorithm("alltoall_fullmesh", 2, verify=False))
+    plan["gpus"][0]["threadblocks"][0]["ops"][0]["publish"] = True
+    cases.append((plan, r"ops\[0\].publish: publish is for \"alltoallv\" plans"))
+    plan = _plan()
+    plan["gpus"][0]["threadblocks"][0]["ops"][1]["publish"] = True  # a wait
+    cases.append((plan, r"ops\[1\].publish: unknown field"))
+    for broken, message in cases:
+        with pytest.raises(PlanError, match=message):
+            _validate(tmp_path, broken)
+    # The native decoder on its own (what libloom_nccl.so and the registry read) says the same of the wait.
+    broken = _plan()
+    broken["gpus"][0]["threadblocks"][0]["ops"][1]["publish"] = True
+    with pytest.raises(PlanError, match=r"ops\[1\].publish: not a field of a \"wait\" op"):
+        native_module().Plan.parse(json.dumps(broken), "alltoallv.json")
+
+
+def test_the_executor_refuses_to_run_a_call_sized_plan_with_the_reason(tmp_path):
+    native = pytest.importorskip("loom._native", reason="the executor is native: build it with scripts/setup.sh")
+    import numpy as np
+    from loom.runtime.executor import Executor
+    from loom.runtime.host_ranks import run_ranks
+
+    plan = _validate(tmp_path, _plan(2))
+
+    def rank(bootstrap):
+        executor = Executor(native.Communicator(bootstrap, host_only=True))
+        data = np.zeros(64, np.float32)
+        executor.execute(plan, data, data.copy())
+
+    results = run_ranks(2, None, rank)
+    for error in results.values():
+        assert isinstance(error, Exception) and "is an alltoallv plan, whose sizes come with each call" in str(error)
