@@ -15,7 +15,8 @@ does not run itself, and LOOM_NCCL_STATS says which). Patterns, per size (each r
   included, so that the mean is the all-to-all of that size.
 
 Every peer's output is checked against NCCL's first (a peer that disagrees is reported, not timed); then the
-median microseconds per call, under CUDA-graph replay (``graph``) and eagerly (``eager``), as JSON.
+median microseconds per call, under CUDA-graph replay (``graph``) and eagerly (``eager``), as JSON rows of
+bench/peers.py's form (the pattern in ``collective``), which bench/plot_peers.py draws.
 """
 
 # The timed lambdas run within the loop iteration that defines them (ruff B023 does not see that).
@@ -103,7 +104,13 @@ def measure(args: argparse.Namespace, pattern: Pattern, apis: dict[str, NcclApi]
     torch.cuda.synchronize()
     rows = []
     for name, api in apis.items():
-        row = {"pattern": pattern.name, "bytes": pattern.source.numel() * pattern.source.element_size(), "peer": name}
+        # As bench/peers.py writes its rows, so that bench/plot_peers.py draws these too (a panel per pattern).
+        row = {
+            "collective": pattern.name,
+            "dtype": str(pattern.source.dtype).split(".")[-1],
+            "bytes": pattern.source.numel() * pattern.source.element_size(),
+            "peer": name,
+        }
         output = pattern.output()
         try:
             pattern.call(api, output)
