@@ -126,14 +126,16 @@ class NcclApi:
         receive from every rank in a group (elements of the tensors' type)."""
         size = source.element_size()
         kind = self._type(source)
-        sent = received = 0
-        self.check(self.lib.ncclGroupStart(), "ncclGroupStart")
-        for peer in range(self.world):
-            self.send(source.data_ptr() + sent * size, send_counts[peer], kind, peer, stream)
-            self.recv(output.data_ptr() + received * size, recv_counts[peer], kind, peer, stream)
-            sent += send_counts[peer]
-            received += recv_counts[peer]
-        self.check(self.lib.ncclGroupEnd(), "ncclGroupEnd")
+
+        def calls() -> None:
+            sent = received = 0
+            for peer in range(self.world):
+                self.send(source.data_ptr() + sent * size, send_counts[peer], kind, peer, stream)
+                self.recv(output.data_ptr() + received * size, recv_counts[peer], kind, peer, stream)
+                sent += send_counts[peer]
+                received += recv_counts[peer]
+
+        self.group(calls)
 
     def send(self, address: int, count: int, kind: int, peer: int, stream: int) -> None:
         self.check(self.lib.ncclSend(address, count, kind, peer, self.comm, stream), "ncclSend")
