@@ -7,6 +7,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings.hpp"
 #include "loom/data_type.hpp"
@@ -57,6 +59,29 @@ void bindExecutor(py::module_& module) {
           py::arg("plan"), py::arg("input"), py::arg("output"), py::arg("message_bytes"), py::arg("dtype"),
           py::arg("op") = "sum", py::arg("stream") = 0,
           "One collective call on buffers given by address (see loom.Executor for tensors).")
+      .def(
+          "execute_counted",
+          [](Executor& executor, const Plan& plan, uint64_t input, uint64_t inputBytes, uint64_t output,
+             uint64_t outputBytes, const std::vector<std::pair<uint64_t, uint64_t>>& sends,
+             const std::vector<std::pair<uint64_t, uint64_t>>& receives, uint64_t deviceEntries, uint64_t stream) {
+            CountedCall call;
+            call.input = reinterpret_cast<const void*>(input);
+            call.inputBytes = inputBytes;
+            call.output = reinterpret_cast<void*>(output);
+            call.outputBytes = outputBytes;
+            for (const auto& [offset, bytes] : sends) call.sends.push_back({offset, bytes});
+            for (const auto& [offset, bytes] : receives) call.receives.push_back({offset, bytes});
+            call.deviceEntries = reinterpret_cast<const MessageEntry*>(deviceEntries);
+            py::gil_scoped_release release;
+            executor.executeCounted(plan, call, reinterpret_cast<void*>(stream));
+          },
+          py::arg("plan"), py::arg("input"), py::arg("input_bytes"), py::arg("output"), py::arg("output_bytes"),
+          py::arg("sends") = std::vector<std::pair<uint64_t, uint64_t>>{},
+          py::arg("receives") = std::vector<std::pair<uint64_t, uint64_t>>{}, py::arg("device_entries") = 0,
+          py::arg("stream") = 0,
+          "One counted call (an alltoallv plan) on buffers given by address: sends[p] and receives[q] are "
+          "(byte offset, bytes) per rank, or device_entries the address of 2 x world size such uint64 pairs "
+          "(sends, then receives) that the kernel reads when it runs.")
       .def(
           "copy_local",
           [](Executor& executor, uint64_t input, uint64_t output, uint64_t bytes, uint64_t stream) {

@@ -43,6 +43,10 @@ class Backend {
   // backend returns when every block is done and throws what a block threw.
   virtual void launch(const device::Program& program, const device::InlineProgram* inlined, uint32_t threads,
                       DataType type, ReduceOp op, void* stream) = 0;
+  // A counted call (an alltoallv plan, which has no reductions): as launch(), with the call's `table`
+  // (in the kernel's parameters on the GPU).
+  virtual void launchCounted(const device::Program& program, const device::CallTable& table, uint32_t threads,
+                             void* stream) = 0;
   // Copies `bytes` from `src` to `dst` (this rank's buffers): the GPU enqueues it on `stream` (also
   // under graph capture), the CPU backend copies at once.
   virtual void copy(void* dst, const void* src, uint64_t bytes, void* stream) = 0;

@@ -31,13 +31,15 @@ struct CallShape {
   ReduceOp op = ReduceOp::kSum;
 };
 
-// Where one rank's input and output are this call: addresses, and the ids of the allocations that
-// hold them (0: memory the backend cannot name).
+// Where one rank's input and output are this call: addresses, the ids of the allocations that hold
+// them (0: memory the backend cannot name), and their bytes (a counted call's differ from rank to rank).
 struct RankBuffers {
   uint64_t input = 0;
   uint64_t output = 0;
   uint64_t inputAllocation = 0;
   uint64_t outputAllocation = 0;
+  uint64_t inputBytes = 0;
+  uint64_t outputBytes = 0;
   bool operator==(const RankBuffers&) const = default;
 };
 

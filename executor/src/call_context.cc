@@ -25,7 +25,8 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
   }
   ResolvedProgram resolved = resolve(resources.plan(), rank, messageBytes);
   threads_ = resources.plan().threadsPerBlock;
-  if (fastPathEnabled()) {
+  // A counted plan's byte ranges are read at run time: nothing to specialise.
+  if (fastPathEnabled() && resources.plan().collective != Collective::kAllToAllV) {
     // The fast path: the program specialised, when every op of it specialises and it fits the inline
     // kernel (its parameters, its block size), launched with as many threads as its data needs; any
     // other program runs as resolved, in the generic kernel.
@@ -44,9 +45,13 @@ CallContext::CallContext(PlanResources& resources, Communicator& communicator, B
   const TransportFlags transports = resources.transports();
   // Registrations refer to the user's memory, not a copy: nothing is copied per call.
   local_[2] = communicator.registerMemory(resources.scratch(), resources.scratchBytes(), transports);
-  local_[0] = bindUserBuffers ? communicator.registerMemory(const_cast<void*>(input), resolved.inputBytes, transports)
-                              : local_[2];
-  local_[1] = bindUserBuffers ? communicator.registerMemory(output, resolved.outputBytes, transports) : local_[2];
+  if (bindUserBuffers) {
+    // The buffers' bytes as the call gave them: the resolved sizes, or a counted call's whole buffers.
+    local_[0] = communicator.registerMemory(const_cast<void*>(input), everyRank[rank].inputBytes, transports);
+    local_[1] = communicator.registerMemory(output, everyRank[rank].outputBytes, transports);
+  } else {
+    local_[0] = local_[1] = local_[2];
+  }
   exchange(resources, communicator, serial);
   upload(resources, backend, resolved);
   program_.buffers[0] = const_cast<void*>(input);

@@ -49,31 +49,23 @@ class CpuBackend final : public Backend {
   void launch(const device::Program& program, const device::InlineProgram* inlined, uint32_t, DataType type,
               ReduceOp op, void* stream) override {
     refuseStream(stream);
-    std::vector<std::exception_ptr> failures(program.blocks);
     dispatchReduce(type, op, [&]<typename Reduce>() {
-      std::vector<std::thread> threads;
-      threads.reserve(program.blocks);
-      for (uint32_t block = 0; block < program.blocks; ++block) {
-        threads.emplace_back([&, block] {
-          try {
-            device::hostThreadBlock = int32_t(block);
-            if (inlined != nullptr) {
-              device::runInlineBlock<Reduce>(program, *inlined, block, 0, 1);
-            } else {
-              // Two units per step, as the GPU's kernel of narrow blocks: CI runs that loop on every plan
-              // (one unit per step is the same loop, once).
-              device::runBlock<Reduce, 2>(program, block, 0, 1);
-            }
-          } catch (...) {
-            failures[block] = std::current_exception();
-          }
-        });
-      }
-      for (std::thread& thread : threads) thread.join();
+      runBlocks(program.blocks, [&](uint32_t block) {
+        if (inlined != nullptr) {
+          device::runInlineBlock<Reduce>(program, *inlined, block, 0, 1);
+        } else {
+          // Two units per step, as the GPU's kernel of narrow blocks: CI runs that loop on every plan
+          // (one unit per step is the same loop, once).
+          device::runBlock<Reduce, 2>(program, block, 0, 1);
+        }
+      });
     });
-    for (const std::exception_ptr& failure : failures) {
-      if (failure) std::rethrow_exception(failure);
-    }
+  }
+
+  void launchCounted(const device::Program& program, const device::CallTable& table, uint32_t, void* stream) override {
+    refuseStream(stream);
+    using NoReduction = device::ReduceUnits<float, device::ReduceKind::kSum>;  // counted plans have none
+    runBlocks(program.blocks, [&](uint32_t block) { device::runBlock<NoReduction, 2>(program, block, 0, 1, &table); });
   }
 
   void copy(void* dst, const void* src, uint64_t bytes, void* stream) override {
@@ -83,13 +75,36 @@ class CpuBackend final : public Backend {
 
   void scale(void* data, uint64_t count, DataType type, float factor, void* stream) override {
     refuseStream(stream);
-    dispatchFloating(type, "scale", [&]<typename T>() { device::scaleElements(static_cast<T*>(data), count, factor, 0, 1); });
+    dispatchFloating(type, "scale",
+                     [&]<typename T>() { device::scaleElements(static_cast<T*>(data), count, factor, 0, 1); });
   }
 
   // Every block is a thread of its own: all of them run at once.
   uint32_t maxResidentBlocks(uint32_t, DataType, ReduceOp) override { return UINT32_MAX; }
 
  private:
+  // One host thread per block, all at once; throws what the first block (by index) threw.
+  template <typename Body>
+  static void runBlocks(uint32_t blocks, const Body& body) {
+    std::vector<std::exception_ptr> failures(blocks);
+    std::vector<std::thread> threads;
+    threads.reserve(blocks);
+    for (uint32_t block = 0; block < blocks; ++block) {
+      threads.emplace_back([&, block] {
+        try {
+          device::hostThreadBlock = int32_t(block);
+          body(block);
+        } catch (...) {
+          failures[block] = std::current_exception();
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (const std::exception_ptr& failure : failures) {
+      if (failure) std::rethrow_exception(failure);
+    }
+  }
+
   static void refuseStream(void* stream) {
     if (stream != nullptr) {
       throw Error(ErrorCategory::kInvalidArgument, "stream: the CPU backend runs on host threads and takes no stream");

@@ -71,6 +71,14 @@ bool bindsUserBuffers(const Plan& plan) {
 
 }  // namespace
 
+// A call's buffers and their bytes.
+struct CallBuffers {
+  const void* input = nullptr;
+  void* output = nullptr;
+  uint64_t inputBytes = 0;
+  uint64_t outputBytes = 0;
+};
+
 struct Executor::Impl {
   std::shared_ptr<Communicator> communicator;
   std::unique_ptr<Backend> backend;
@@ -86,6 +94,15 @@ struct Executor::Impl {
   ExecutorStats stats;
   std::unique_ptr<HostBoard> board;  // callBoard()
   bool boardDecided = false;
+  std::shared_ptr<void> standInMemory;  // standIn()
+
+  // Where a counted call's empty buffer points (every buffer is registered, and a registration has bytes):
+  // a few bytes of this rank's memory that no entry reaches.
+  std::pair<void*, uint64_t> standIn() {
+    constexpr uint64_t kBytes = 16;
+    if (!standInMemory) standInMemory = backend->allocatePeerVisible(kBytes);
+    return {standInMemory.get(), kBytes};
+  }
 
   ProxyService& proxyService() { return proxy->get(communicator); }
 
@@ -212,20 +229,28 @@ struct Executor::Impl {
   // CUDA graph pays it at capture only). Plans that reach only peers' scratch depend on the size
   // alone (the launch sets the buffers) and check the call when they set up a context. `everyRank`:
   // the buffers the ranks passed (empty for those plans), from which the launch shifts peers' ones.
-  CallContext& contextFor(CachedPlan& cached, const Plan& plan, const CallShape& shape, const void* input, void* output,
+  CallContext& contextFor(CachedPlan& cached, const Plan& plan, const CallShape& shape, const CallBuffers& buffers,
                           void* stream, std::vector<RankBuffers>& everyRank) {
     const uint64_t messageBytes = shape.messageBytes;
+    const void* input = buffers.input;
+    void* output = buffers.output;
     ContextKey key{messageBytes, shape.type, shape.op, {}};
     if (cached.bindsUserBuffers) {
-      const RankBuffers mine{reinterpret_cast<uint64_t>(input), reinterpret_cast<uint64_t>(output),
-                             backend->allocationId(input), backend->allocationId(output)};
+      const RankBuffers mine{reinterpret_cast<uint64_t>(input),
+                             reinterpret_cast<uint64_t>(output),
+                             backend->allocationId(input),
+                             backend->allocationId(output),
+                             buffers.inputBytes,
+                             buffers.outputBytes};
       everyRank = agreeOnCall(*communicator, callBoard(), plan, shape, mine);
       key.ranks = everyRank;
       const bool allocationsKnown = std::all_of(everyRank.begin(), everyRank.end(), [](const RankBuffers& r) {
         return r.inputAllocation != 0 && r.outputAllocation != 0;
       });
+      // One context per allocations: peers map each allocation whole, so buffers anywhere in them (of
+      // any size, for counted calls) are reached by shifting.
       if (cached.shiftable && allocationsKnown) {
-        for (RankBuffers& r : key.ranks) r.input = r.output = 0;
+        for (RankBuffers& r : key.ranks) r.input = r.output = r.inputBytes = r.outputBytes = 0;
       }
     }
     auto found = cached.contexts.find(key);
@@ -238,11 +263,15 @@ struct Executor::Impl {
     SetupScope setup;
     PlanResources& resources = *cached.resources;
     // Every rank grows its scratch at the same calls (to the largest any rank needs), so every rank
-    // drops the contexts that refer to the old one at the same time.
+    // drops the contexts that refer to the old one at the same time. A counted plan's scratch holds its
+    // mailboxes, one per channel.
     const BufferLayout layout(resources.plan(), messageBytes);
     uint64_t scratchNeeded = 1;  // every rank registers and sends a scratch, used or not
     for (const GpuProgram& gpu : resources.plan().gpus) {
       scratchNeeded = std::max(scratchNeeded, layout.scratchBytes(gpu.scratchChunks));
+      if (plan.collective == Collective::kAllToAllV) {
+        scratchNeeded = std::max(scratchNeeded, device::kMailboxBytes * gpu.channels.size());
+      }
     }
     quiesce(stream, "a new call context is set up (scratch may grow)", [&] {
       if (resources.reserveScratch(scratchNeeded)) {
@@ -267,9 +296,9 @@ struct Executor::Impl {
   }
 
   // One call once its arguments are checked: the plan's resources, the staged buffers (multi-process
-  // CPU backend), the context, the launch.
-  void run(const Plan& plan, const CallShape& shape, const BufferLayout& layout, const void* input, void* output,
-           void* stream) {
+  // CPU backend), the context, the launch (with `table` for a counted call).
+  void run(const Plan& plan, const CallShape& shape, CallBuffers buffers, void* stream,
+           const device::CallTable* table = nullptr) {
     const ExecutorStats before = stats;
     CachedPlan& cached = planFor(plan, stream);
     if (cached.reduceOp && *cached.reduceOp != shape.op) {
@@ -280,10 +309,11 @@ struct Executor::Impl {
     const bool staged = cached.bindsUserBuffers && backend->stagesUserBuffers();
     if (staged) {
       if (!staging) staging = std::make_unique<UserBufferStaging>(*backend);
-      std::tie(input, output) = staging->stageIn(input, layout.inputBytes(), output, layout.outputBytes());
+      std::tie(buffers.input, buffers.output) =
+          staging->stageIn(buffers.input, buffers.inputBytes, buffers.output, buffers.outputBytes);
     }
     std::vector<RankBuffers> everyRank;
-    CallContext& context = contextFor(cached, plan, shape, input, output, stream, everyRank);
+    CallContext& context = contextFor(cached, plan, shape, buffers, stream, everyRank);
     // Once captured, always kept: an eager call need not ask again.
     if (!context.captured() && backend->capturing(stream)) context.markCaptured();
     if (gpuSharers.size() > 1 &&
@@ -295,19 +325,47 @@ struct Executor::Impl {
     }
     try {
       device::Program program = context.program();
-      program.buffers[0] = const_cast<void*>(input);
-      program.buffers[1] = output;
+      program.buffers[0] = const_cast<void*>(buffers.input);
+      program.buffers[1] = buffers.output;
       context.shiftPeers(program, everyRank);
-      backend->launch(program, context.inlineProgram(program), context.threads(), shape.type, shape.op, stream);
+      if (table != nullptr) {
+        backend->launchCounted(program, *table, context.threads(), stream);
+      } else {
+        backend->launch(program, context.inlineProgram(program), context.threads(), shape.type, shape.op, stream);
+      }
     } catch (const Error&) {
       throw;
     } catch (const std::exception&) {
       if (aborted) throw invalid("rank " + std::to_string(communicator->rank()) + ": the call was aborted");
-      // A host-thread wait that timed out (CPU backend) left its record: report who waited for what.
-      communicator->deviceDiagnostics().check();
+      // A host-thread wait that timed out, or a bad entry of a counted call (CPU backend), left its
+      // record: report who waited for what. Either way the ranks are out of step from here on.
+      try {
+        communicator->deviceDiagnostics().check();
+      } catch (const Error& error) {
+        failure = error.what();
+        throw;
+      }
       throw;
     }
     if (staged) staging->stageOut();
+  }
+
+  // run(), and after a peer timed out or went away (the ranks no longer agree on where they are) every
+  // later call refuses.
+  void runRecordingFailure(const Plan& plan, const CallShape& shape, const CallBuffers& buffers, void* stream,
+                           const device::CallTable* table = nullptr) {
+    try {
+      run(plan, shape, buffers, stream, table);
+    } catch (const Error& error) {
+      if (error.category() == ErrorCategory::kTimeout || error.category() == ErrorCategory::kTransport) {
+        failure = error.what();
+        // A wait names the peer it waited on; a peer that died may be another one: name it too.
+        const std::string departed = departedPeers();
+        if (!departed.empty()) throw Error(error.category(), std::string(error.what()) + departed);
+      }
+      throw;
+    }
+    ++stats.launches;
   }
 
   std::string departedPeers() {
@@ -351,6 +409,7 @@ struct Executor::Impl {
     plans.clear();
     planOrder.clear();
     staging.reset();
+    standInMemory.reset();
     board.reset();  // its shared host memory too (the executor makes no call after this)
   }
 };
@@ -393,6 +452,48 @@ void checkBuffers(const Plan& plan, uint32_t rank, const BufferLayout& layout, c
   if (in != expected) {
     throw invalid("input: plan '" + plan.name + "' runs in place, so the input must be " + where);
   }
+}
+
+void checkWorldSize(const Plan& plan, const Communicator& comm) {
+  if (plan.worldSize != uint32_t(comm.worldSize())) {
+    throw invalid("plan: '" + plan.name + "' is for " + std::to_string(plan.worldSize) +
+                  " ranks, the communicator has " + std::to_string(comm.worldSize()));
+  }
+}
+
+// A counted call's entries against its buffers and plan, on the host (the device checks entries it
+// reads from memory itself). Returns the largest entry.
+uint64_t checkEntries(const Plan& plan, const CountedCall& call, uint32_t rank) {
+  const size_t n = plan.worldSize;
+  uint64_t largest = 0;
+  const auto check = [&](const std::vector<MessageEntry>& entries, const char* name, uint64_t limit,
+                         const char* buffer) {
+    if (entries.size() != n) {
+      throw invalid(std::string(name) + ": expected one entry per rank (" + std::to_string(n) + "), got " +
+                    std::to_string(entries.size()));
+    }
+    for (size_t p = 0; p < n; ++p) {
+      const MessageEntry& e = entries[p];
+      if (e.offset > limit || e.bytes > limit - e.offset) {
+        throw invalid(std::string(name) + "[" + std::to_string(p) + "]: bytes " + std::to_string(e.offset) + " to " +
+                      std::to_string(e.offset + e.bytes) + " run past the end of the " + std::to_string(limit) +
+                      "-byte " + buffer);
+      }
+      largest = std::max(largest, e.bytes);
+    }
+  };
+  check(call.sends, "sends", call.inputBytes, "input");
+  check(call.receives, "receives", call.outputBytes, "output");
+  if (call.sends[rank].bytes != call.receives[rank].bytes) {
+    throw invalid("receives[" + std::to_string(rank) + "]: this rank sends itself " +
+                  std::to_string(call.sends[rank].bytes) + " bytes but receives " +
+                  std::to_string(call.receives[rank].bytes) + " from itself");
+  }
+  if (largest > plan.maxMessageBytes) {
+    throw invalid("sends, receives: an entry of " + std::to_string(largest) + " bytes is above the largest plan '" +
+                  plan.name + "' takes (" + std::to_string(plan.maxMessageBytes) + ")");
+  }
+  return largest;
 }
 
 }  // namespace
@@ -471,13 +572,10 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
   const uint32_t rank = uint32_t(comm.rank());
   if (plan.collective == Collective::kAllToAllV) {
     throw invalid("plan: '" + plan.name +
-                  "' is an alltoallv plan, whose sizes come with each call; this version of the executor decodes "
-                  "and checks such plans but does not run them");
+                  "' is an alltoallv plan, whose sizes come with each call: run it with executeCounted (Python: "
+                  "Executor.execute_counted, Communicator.all_to_all with splits)");
   }
-  if (plan.worldSize != uint32_t(comm.worldSize())) {
-    throw invalid("plan: '" + plan.name + "' is for " + std::to_string(plan.worldSize) +
-                  " ranks, the communicator has " + std::to_string(comm.worldSize()));
-  }
+  checkWorldSize(plan, comm);
   if (messageBytes < plan.minMessageBytes || messageBytes > plan.maxMessageBytes) {
     throw invalid("message bytes: " + std::to_string(messageBytes) + " is outside the range of plan '" + plan.name +
                   "' (" + std::to_string(plan.minMessageBytes) + " to " + std::to_string(plan.maxMessageBytes) + ")");
@@ -505,19 +603,65 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
   if (impl_->backend->onGpu() && !impl_->gpuSharers.empty()) {
     checkResidency(plan, impl_->gpuSharers, impl_->backend->maxResidentBlocks(plan.threadsPerBlock, type, op), comm);
   }
-  try {
-    impl_->run(plan, {plan.contentHash, messageBytes, type, op}, layout, input, output, stream);
-  } catch (const Error& error) {
-    // After a peer timed out or went away the ranks no longer agree on where they are.
-    if (error.category() == ErrorCategory::kTimeout || error.category() == ErrorCategory::kTransport) {
-      impl_->failure = error.what();
-      // A wait names the peer it waited on; a peer that died may be another one: name it too.
-      const std::string departed = impl_->departedPeers();
-      if (!departed.empty()) throw Error(error.category(), std::string(error.what()) + departed);
-    }
-    throw;
+  impl_->runRecordingFailure(plan, {plan.contentHash, messageBytes, type, op},
+                             {input, output, layout.inputBytes(), layout.outputBytes()}, stream);
+}
+
+void Executor::executeCounted(const Plan& plan, const CountedCall& call, void* stream) {
+  static_assert(sizeof(MessageEntry) == sizeof(device::CallEntry), "a MessageEntry is read as a device CallEntry");
+  std::lock_guard lock(impl_->mutex);
+  impl_->checkUsable();
+  Communicator& comm = *impl_->communicator;
+  const auto rank = uint32_t(comm.rank());
+  if (plan.collective != Collective::kAllToAllV) {
+    throw invalid("plan: '" + plan.name + "' is a " + std::string(collectiveName(plan.collective)) +
+                  " plan; executeCounted runs alltoallv plans, whose sizes come with the call");
   }
-  ++impl_->stats.launches;
+  checkWorldSize(plan, comm);
+  device::CallTable table{};
+  table.inputBytes = call.inputBytes;
+  table.outputBytes = call.outputBytes;
+  table.peers = plan.worldSize;
+  table.alignment = uint32_t(std::max<uint64_t>(plan.alignmentBytes, kMinChunkAlignment));
+  if (call.deviceEntries != nullptr) {
+    if (!call.sends.empty() || !call.receives.empty()) {
+      throw invalid("deviceEntries: give the entries either in device memory or as sends and receives, not both");
+    }
+    table.entries = reinterpret_cast<const device::CallEntry*>(call.deviceEntries);
+  } else {
+    if (2 * plan.worldSize > device::kMaxHeldEntries) {
+      throw invalid("sends, receives: a call of " + std::to_string(plan.worldSize) +
+                    " ranks passes its entries in device memory (deviceEntries); the launch carries at most " +
+                    std::to_string(device::kMaxHeldEntries / 2) + " ranks' entries");
+    }
+    checkEntries(plan, call, rank);
+    for (uint32_t p = 0; p < plan.worldSize; ++p) {
+      table.held[p] = {call.sends[p].offset, call.sends[p].bytes};
+      table.held[plan.worldSize + p] = {call.receives[p].offset, call.receives[p].bytes};
+    }
+  }
+  if (call.input == nullptr && call.inputBytes > 0) {
+    throw invalid("input: null pointer for a buffer of " + std::to_string(call.inputBytes) + " bytes");
+  }
+  if (call.output == nullptr && call.outputBytes > 0) {
+    throw invalid("output: null pointer for a buffer of " + std::to_string(call.outputBytes) + " bytes");
+  }
+  if (overlap(call.input, call.inputBytes, call.output, call.outputBytes)) {
+    throw invalid("output: overlaps the input, but alltoallv plans run out of place");
+  }
+  // An empty buffer still takes part in the exchange of registrations: a stand-in nobody writes.
+  CallBuffers buffers{call.input, call.output, call.inputBytes, call.outputBytes};
+  if (buffers.inputBytes == 0) std::tie(buffers.input, buffers.inputBytes) = impl_->standIn();
+  if (buffers.outputBytes == 0) std::tie(buffers.output, buffers.outputBytes) = impl_->standIn();
+  if (impl_->gpuSharers.size() > 1 && stream == nullptr) {
+    throw invalid("stream: ranks sharing one GPU each need a stream of their own");
+  }
+  if (impl_->backend->onGpu() && !impl_->gpuSharers.empty()) {
+    checkResidency(plan, impl_->gpuSharers,
+                   impl_->backend->maxResidentBlocks(plan.threadsPerBlock, DataType::kFloat32, ReduceOp::kSum), comm);
+  }
+  // The ranks agree on the plan alone: every rank's sizes are its own.
+  impl_->runRecordingFailure(plan, {plan.contentHash, 0, DataType::kFloat32, ReduceOp::kSum}, buffers, stream, &table);
 }
 
 bool Executor::abort(int64_t waitMs) {

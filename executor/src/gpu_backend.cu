@@ -82,6 +82,15 @@ __global__ void __launch_bounds__(device::kMaxInlineThreads, 1)
   device::runInlineBlock<Reduce>(program, inlined, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
+// The interpreter of a counted call (an alltoallv plan: copies only, so one instance): its table travels in
+// the parameters, where the handlers read it in place.
+using NoReduction = device::ReduceUnits<float, device::ReduceKind::kSum>;
+__global__ void __launch_bounds__(1024, 1)
+    interpretCounted(const __grid_constant__ device::Program program, const __grid_constant__ device::CallTable table) {
+  startAfterPrecedingKernel();
+  device::runBlock<NoReduction>(program, blockIdx.x, threadIdx.x, blockDim.x, &table);
+}
+
 // Whether calls launch with programmatic stream serialisation (above): on unless LOOM_PDL=0 (read first,
 // so a malformed value is refused on every GPU); off before Hopper, which has no such launches; and off
 // for ranks sharing a GPU, whose blocks must all be resident at once (gpu_sharing.hpp): a next call's
@@ -169,6 +178,17 @@ class GpuBackend final : public Backend {
     }
   }
 
+  void launchCounted(const device::Program& program, const device::CallTable& table, uint32_t threads,
+                     void* stream) override {
+    const cudaError_t status = launchKernel(interpretCounted, program.blocks, threads,
+                                            static_cast<cudaStream_t>(stream), overlapLaunches_, program, table);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      communicator_.deviceDiagnostics().check();
+      checkCuda(status, "launching the interpreter kernel of a counted call");
+    }
+  }
+
   void copy(void* dst, const void* src, uint64_t bytes, void* stream) override {
     checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
               "cudaMemcpyAsync (a call of one rank)");
@@ -198,6 +218,7 @@ class GpuBackend final : public Backend {
       };
       perMultiprocessor = INT32_MAX;
       fewer(reinterpret_cast<const void*>(interpret<Reduce>));
+      fewer(reinterpret_cast<const void*>(interpretCounted));
       if (threads <= device::kMaxInlineThreads) fewer(reinterpret_cast<const void*>(interpretInline<Reduce>));
       if (threads <= 512) fewer(reinterpret_cast<const void*>(interpretNarrow<Reduce>));
     });

@@ -48,7 +48,8 @@ struct ContextKeyHash {
     size_t hash = std::hash<uint64_t>{}(k.messageBytes) ^ (size_t(k.type) << 8 | size_t(k.op)) * 1009;
     for (const RankBuffers& r : k.ranks) {
       hash = hash * 31 ^ std::hash<uint64_t>{}(r.input) ^ std::hash<uint64_t>{}(r.output) * 131 ^
-             std::hash<uint64_t>{}(r.inputAllocation) * 7 ^ std::hash<uint64_t>{}(r.outputAllocation) * 17;
+             std::hash<uint64_t>{}(r.inputAllocation) * 7 ^ std::hash<uint64_t>{}(r.outputAllocation) * 17 ^
+             std::hash<uint64_t>{}(r.inputBytes) * 23 ^ std::hash<uint64_t>{}(r.outputBytes) * 29;
     }
     return hash;
   }

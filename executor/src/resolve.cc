@@ -32,6 +32,7 @@ class Resolver {
     out_.outputBytes = layout_.outputBytes();
     out_.scratchBytes = layout_.scratchBytes(gpu_.scratchChunks);
     for (size_t i = 0; i < gpu_.channels.size(); ++i) channelIndex_[gpu_.channels[i].id] = uint16_t(i);
+    if (counted()) mailboxOfPeer_ = pairedChannelIndices();
     for (size_t i = 0; i < gpu_.semaphores.size(); ++i) {
       semaphoreIndex_[gpu_.semaphores[i].id] = uint32_t(i);
       out_.semaphoreInitialValues.push_back(gpu_.semaphores[i].initialValue);
@@ -71,6 +72,28 @@ class Resolver {
   }
 
   const Channel& channel(uint32_t id) const { return gpu_.channels[channelIndex_.at(id)]; }
+
+  // A counted call (an alltoallv plan): byte ranges are entries of the call's table, read at run time.
+  bool counted() const { return plan_.collective == Collective::kAllToAllV; }
+
+  // For each of this rank's channels, the index its peer gives the paired channel (the i-th channel of a
+  // type from a to b pairs with the i-th from b to a): where this rank's entry goes in the peer's mailboxes.
+  std::vector<uint32_t> pairedChannelIndices() const {
+    std::vector<uint32_t> paired;
+    std::map<std::pair<uint32_t, ChannelType>, uint32_t> ordinal;  // channels of a type to a peer so far
+    for (const Channel& mine : gpu_.channels) {
+      uint32_t skip = ordinal[{mine.peer, mine.type}]++;
+      const std::vector<Channel>& theirs = plan_.gpu(mine.peer).channels;
+      size_t j = 0;
+      for (; j < theirs.size(); ++j) {
+        if (theirs[j].peer == rank_ && theirs[j].type == mine.type && skip-- == 0) break;
+      }
+      if (j == theirs.size())
+        fail("channel " + std::to_string(mine.id) + " has no paired channel at rank " + std::to_string(mine.peer));
+      paired.push_back(uint32_t(j));
+    }
+    return paired;
+  }
 
   // A part of a chunk range in nominal bytes (every chunk counted whole): [begin, end) from its start.
   struct Nominal {
@@ -195,8 +218,8 @@ class Resolver {
     for (const Range& r : ranges) {
       if (!r.data) continue;
       if (bytes && *bytes != r.bytes) {
-        fail("its data ranges cover " + std::to_string(*bytes) + " and " + std::to_string(r.bytes) +
-                 " bytes for a " + std::to_string(messageBytes_) +
+        fail("its data ranges cover " + std::to_string(*bytes) + " and " + std::to_string(r.bytes) + " bytes for a " +
+                 std::to_string(messageBytes_) +
                  "-byte message; the ranges of one op must be equally long (nothing is truncated)",
              ErrorCategory::kInvalidArgument);
       }
@@ -272,6 +295,13 @@ class Resolver {
       Range r;
       r.operand.channel = channelIndex_.at(id);
       if (code == OpCode::kWait) claimWaiter(id);
+      if (op.publish) {
+        // This rank's receive entry from the peer, into the peer's mailbox of the paired channel.
+        const Channel& via = channel(id);
+        if (via.type != ChannelType::kMemory) fail("publishing over a port channel is not run by this executor yet");
+        r.operand.entry = uint16_t(plan_.worldSize + via.peer);
+        r.operand.offset = device::kMailboxBytes * mailboxOfPeer_[r.operand.channel];
+      }
       operands.push_back(r);
     }
     for (uint32_t id : op.semaphores) {
@@ -279,7 +309,8 @@ class Resolver {
       r.operand.channel = uint16_t(semaphoreIndex_.at(id));
       operands.push_back(r);
     }
-    push(code, syncFlags(op.dataSync) | (op.relaxed ? device::kOpRelaxed : 0), operands, {}, 0);
+    push(code, syncFlags(op.dataSync) | (op.relaxed ? device::kOpRelaxed : 0) | (op.publish ? device::kOpPublish : 0),
+         operands, {}, 0);
   }
 
   // A wait raises its channel's expected count, which one thread keeps: two thread blocks waiting
@@ -343,7 +374,61 @@ class Resolver {
     out_.ops.back().participants = uint32_t(op.threadblocks.size());
   }
 
+  // A part of a call's entry: this rank's send entry (its input slot p is the one to rank p), its receive
+  // entry (output slot q, from rank q), or, for a peer's output, the entry the peer published into this
+  // rank's mailbox of the channel, which is the peer's receive entry from this rank.
+  Range entryRange(const ChunkRef& ref) const {
+    const BufferShape& shape = layout_.shape(ref.buffer);
+    const uint32_t slot = ref.index / shape.chunksPerSlot;
+    const uint32_t first = ref.index % shape.chunksPerSlot;
+    if (first + ref.count > shape.chunksPerSlot) {
+      fail("its chunk range crosses from one entry into the next (" + std::to_string(ref.index) + " + " +
+           std::to_string(ref.count) + " chunks of " + std::to_string(shape.chunksPerSlot) + " per entry)");
+    }
+    Range r;
+    r.data = true;
+    r.operand.buffer = uint8_t(ref.buffer);
+    r.operand.channel = device::kLocalOperand;
+    r.operand.sizing = device::OperandSizing::kTableEntry;
+    r.operand.entry = uint16_t(ref.buffer == BufferType::kInput ? slot : plan_.worldSize + slot);
+    if (ref.isRemote()) {
+      const Channel& via = channel(ref.channel);
+      if (via.type != ChannelType::kMemory) fail("a put over a port channel in a counted plan is not run yet");
+      if (slot != rank_) {
+        fail("it writes rank " + std::to_string(via.peer) + "'s output entry from rank " + std::to_string(slot) +
+             ", but a put reaches only the peer's entry from this rank (the one it publishes)");
+      }
+      r.operand.channel = channelIndex_.at(ref.channel);
+      r.operand.sizing = device::OperandSizing::kMailbox;
+      r.operand.entry = r.operand.channel;
+    }
+    r.operand.firstChunk = uint16_t(first);
+    r.operand.chunkCount = uint16_t(ref.count);
+    r.operand.entryChunks = uint16_t(shape.chunksPerSlot);
+    return r;
+  }
+
+  // A data op of a counted plan: one kEntryCopy per source and destination pair (the decoder has refused
+  // every other kind of op in such plans).
+  void emitEntryCopies(const Op& op) {
+    std::vector<std::pair<const ChunkRef*, const ChunkRef*>> pairs;
+    if (op.src && op.dst) pairs.emplace_back(&*op.src, &*op.dst);
+    if (op.src) {
+      for (const ChunkRef& dst : op.dsts) pairs.emplace_back(&*op.src, &dst);
+    } else {
+      for (size_t i = 0; i < op.srcs.size() && i < op.dsts.size(); ++i) pairs.emplace_back(&op.srcs[i], &op.dsts[i]);
+    }
+    if (pairs.empty()) fail("a counted plan's data op needs a source and a destination");
+    for (const auto& [src, dst] : pairs) {
+      if (src->isRemote() || src->buffer != BufferType::kInput || dst->buffer != BufferType::kOutput) {
+        fail("a counted plan copies from this rank's input entries into output entries only");
+      }
+      push(OpCode::kEntryCopy, 0, {entryRange(*src)}, {entryRange(*dst)}, 0);
+    }
+  }
+
   void emitData(const Op& op, const Iteration& at) {
+    if (counted()) return emitEntryCopies(op);
     std::vector<const ChunkRef*> refs;
     for (const std::optional<ChunkRef>* ref : {&op.src, &op.dst, &op.packetDst}) {
       if (*ref) refs.push_back(&**ref);  // the op's own refs, not copies
@@ -395,7 +480,8 @@ class Resolver {
 
     const bool reduces = opSpec(op.type).reduction;
     uint8_t portFlags = device::kOpSyncBefore;
-    if (op.type == OpType::kPutWithSignal || op.type == OpType::kPutWithSignalAndFlush) portFlags |= device::kOpPortSignal;
+    if (op.type == OpType::kPutWithSignal || op.type == OpType::kPutWithSignalAndFlush)
+      portFlags |= device::kOpPortSignal;
     if (op.type == OpType::kPutWithSignalAndFlush) portFlags |= device::kOpPortFlush;
 
     if (portDsts.empty()) {
@@ -437,7 +523,8 @@ class Resolver {
   std::unordered_map<uint32_t, uint32_t> semaphoreIndex_;
   std::map<uint32_t, uint32_t> barrierIndex_;
   std::unordered_map<uint32_t, uint32_t> waiter_;  // channel id -> the tb that waits on it
-  std::set<uint16_t> unflushed_;                    // port channels this block put on since their flush
+  std::set<uint16_t> unflushed_;                   // port channels this block put on since their flush
+  std::vector<uint32_t> mailboxOfPeer_;            // counted plans: by channel index, the peer's index of it
   uint32_t tb_ = 0;
   uint32_t opIndex_ = 0;
   OpType opType_ = OpType::kNop;

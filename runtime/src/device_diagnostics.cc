@@ -50,6 +50,19 @@ std::string packetFlags(uint64_t seen) {
   return "flags " + std::to_string(first) + " and " + std::to_string(second) + " in its halves";
 }
 
+// A counted call's entry that could not run: no timeout, the call stopped at once.
+std::string describeEntryFault(const device::DiagnosticRecord& r, std::string text) {
+  if (device::WaitKind(r.kind) == device::WaitKind::kEntryMismatch) {
+    text += "a send of " + std::to_string(r.seen) + " bytes meets a receive entry of " + std::to_string(r.expected) +
+            " bytes";
+    text += r.peer >= 0 ? " posted by rank " + std::to_string(r.peer) : std::string(" of this rank (a send to itself)");
+    if (r.channel >= 0) text += " (channel " + std::to_string(r.channel) + ")";
+    return text + "; a send and its receive must have the same size";
+  }
+  return text + "an entry ends at byte " + std::to_string(r.seen) + ", past the end of its " +
+         std::to_string(r.expected) + "-byte buffer";
+}
+
 }  // namespace
 
 std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs) {
@@ -77,6 +90,9 @@ std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs) {
       expected = "the proxy did not finish the trigger (needed tail " + std::to_string(r.expected) + ", saw " +
                  std::to_string(r.seen) + ")";
       break;
+    case WaitKind::kEntryMismatch:
+    case WaitKind::kEntryOutside:
+      return describeEntryFault(r, text);
     default:
       text += "wait";
   }
@@ -95,7 +111,10 @@ std::optional<std::string> DeviceDiagnostics::report() const {
 }
 
 void DeviceDiagnostics::check() const {
-  if (auto text = report()) throw Error(ErrorCategory::kTimeout, *text);
+  const device::DiagnosticRecord* record = storage_->host();
+  if (auto text = report()) {
+    throw Error(device::entryFault(record->kind) ? ErrorCategory::kInvalidArgument : ErrorCategory::kTimeout, *text);
+  }
 }
 
 void DeviceDiagnostics::clear() { *storage_->host() = device::DiagnosticRecord{}; }

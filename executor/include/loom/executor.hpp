@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "loom/communicator.hpp"
 #include "loom/data_type.hpp"
@@ -27,18 +28,40 @@ struct ExecutorStats {
   uint64_t plansBuilt = 0;     // plan setups (connections, semaphores, scratch)
   uint64_t contextsBuilt = 0;  // resolutions with buffer exchange
   uint64_t launches = 0;
-  uint64_t specializedTransfers = 0;        // data ops of the contexts built that run specialised (fast path)
-  uint64_t genericTransfers = 0;            // and generically
-  uint64_t inlinedContexts = 0;             // contexts whose program travels in the inline kernel's parameters
-  uint64_t proxyMemories = 0;  // memories the port channels' proxy holds now: those of the cached contexts (of
-                               // every executor sharing it)
-  uint64_t proxySharers = 0;   // executors sharing this rank's proxy: 1, or more with splits on its GPU
+  uint64_t specializedTransfers = 0;  // data ops of the contexts built that run specialised (fast path)
+  uint64_t genericTransfers = 0;      // and generically
+  uint64_t inlinedContexts = 0;       // contexts whose program travels in the inline kernel's parameters
+  uint64_t proxyMemories = 0;         // memories the port channels' proxy holds now: those of the cached contexts (of
+                                      // every executor sharing it)
+  uint64_t proxySharers = 0;          // executors sharing this rank's proxy: 1, or more with splits on its GPU
   uint64_t freedBufferContextsDropped = 0;  // contexts dropped because a rank had freed a buffer they use
 };
 
 // Bytes of one rank's output for a call whose input is `messageBytes` (n x for all-gather, 1/n for
 // reduce-scatter, the same otherwise).
 uint64_t planOutputBytes(const Plan& plan, uint64_t messageBytes);
+
+// One message of a counted call: `bytes` at `offset` of the rank's input (a send) or output (a receive).
+struct MessageEntry {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+// The buffers and per-peer messages of a counted call (an alltoallv plan: per-peer sizes come with the
+// call; docs/executor.md, "counted plans"). `sends[p]` is what this rank sends to rank p, `receives[q]`
+// what it receives from rank q, one entry per rank each (zero bytes where nothing moves); a send's bytes
+// must equal its receive's. Or, with `deviceEntries` set, the kernel reads 2 x world size MessageEntry
+// records (sends, then receives) from there when it runs: memory of the rank's device that the caller
+// keeps, and may change between CUDA graph replays; the sizes of the buffers bound every entry then.
+struct CountedCall {
+  const void* input = nullptr;
+  uint64_t inputBytes = 0;  // the whole buffer each entry lies in (a null buffer of 0 bytes is allowed)
+  void* output = nullptr;
+  uint64_t outputBytes = 0;
+  std::vector<MessageEntry> sends;
+  std::vector<MessageEntry> receives;
+  const MessageEntry* deviceEntries = nullptr;
+};
 
 class Executor {
  public:
@@ -55,6 +78,11 @@ class Executor {
   // (nullptr: the legacy default stream) on a GPU; nullptr for the CPU backend.
   void execute(const Plan& plan, const void* input, void* output, uint64_t messageBytes, DataType type, ReduceOp op,
                void* stream = nullptr);
+
+  // One counted call (collective `alltoallv`), collectively: every rank calls with the same plan; bytes
+  // go straight into each receiver's output. Errors name the argument and entry; a send whose bytes differ
+  // from what its receiver posted stops the call with an error naming both ranks and both sizes.
+  void executeCounted(const Plan& plan, const CountedCall& call, void* stream = nullptr);
 
   // A copy between this rank's own buffers: how NCCL runs every collective of a job of one rank, and
   // a send to itself. Nothing to move when `input` is `output`, else `bytes` copied on `stream`

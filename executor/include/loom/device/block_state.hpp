@@ -15,8 +15,9 @@ struct BlockState {
   uint32_t block;
   uint32_t thread;
   uint32_t threads;
-  uint32_t flag;  // this call's LL packet flag: never 0, so zeroed scratch never matches
-  bool odd;       // this call's parity: which half of LL scratch it uses
+  uint32_t flag;                     // this call's LL packet flag: never 0, so zeroed scratch never matches
+  bool odd;                          // this call's parity: which half of LL scratch it uses
+  const CallTable* table = nullptr;  // a counted call's entries (entry_copy.hpp); null for every other plan
 };
 
 LOOM_HOST_DEVICE void syncBlock() {

@@ -13,6 +13,7 @@
 #include "loom/device/atomics.hpp"
 #include "loom/device/block_state.hpp"
 #include "loom/device/diagnostics.hpp"
+#include "loom/device/entry_copy.hpp"
 #include "loom/device/fast_transfer.hpp"
 #include "loom/device/inline_program.hpp"
 #include "loom/device/macros.hpp"
@@ -23,7 +24,9 @@ namespace loom::device {
 
 LOOM_HOST_DEVICE void runSignal(const BlockState& s, const Op& op) {
   for (uint32_t i = s.thread; i < op.srcs; i += s.threads) {
-    ChannelView& channel = s.program.channels[s.program.operands[op.first + i].channel];
+    const Operand& operand = s.program.operands[op.first + i];
+    ChannelView& channel = s.program.channels[operand.channel];
+    if (op.flags & kOpPublish) publishEntry(s, operand, channel, int32_t(op.planOp));
     if (channel.isPort) {
       channel.port.signal(int32_t(op.planOp));
     } else if (op.flags & kOpRelaxed) {
@@ -143,6 +146,9 @@ LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
     case OpCode::kSemRelease:
       runSemRelease(s, op);
       break;
+    case OpCode::kEntryCopy:
+      runEntryCopy(s, op);
+      break;
     case OpCode::kNop:
       break;
   }
@@ -163,10 +169,12 @@ LOOM_HOST_DEVICE void runInlineOp(const BlockState& s, const InlineOp& op, const
 // advance it too.
 // kUnitsPerStep: 16-byte units a thread of the generic handler takes per step (2 in the kernel of
 // blocks of at most 512 threads, whose 128 registers hold both units' reads in flight).
+// `table`: a counted call's entries (alltoallv plans), null for every other plan.
 template <typename Reduce, uint32_t kUnitsPerStep = 1>
-LOOM_HOST_DEVICE void runBlock(const Program& program, uint32_t block, uint32_t thread, uint32_t threads) {
+LOOM_HOST_DEVICE void runBlock(const Program& program, uint32_t block, uint32_t thread, uint32_t threads,
+                               const CallTable* table = nullptr) {
   const uint64_t calls = program.callCounts[block];
-  const BlockState s{program, block, thread, threads, packetFlag(calls), (calls & 1) != 0};
+  const BlockState s{program, block, thread, threads, packetFlag(calls), (calls & 1) != 0, table};
   for (uint32_t i = program.blockOps[block]; i < program.blockOps[block + 1]; ++i) {
     runOp<Reduce, kUnitsPerStep>(s, program.ops[i]);
   }

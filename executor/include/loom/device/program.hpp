@@ -29,6 +29,8 @@ enum class OpCode : uint8_t {
   kSemAcquire,    // one semaphore per operand
   kSemRelease,    // one semaphore per operand
   kNop,           // synchronise the block's threads
+  kEntryCopy,     // a copy between parts of two entries of a counted call (entry_copy.hpp): one source, one
+                  // destination, its length the source entry's, which the destination entry must equal
 };
 
 // A data op with a specialised handler (specialize.cc chose it; fast_transfer.hpp runs it).
@@ -43,6 +45,7 @@ inline constexpr uint8_t kOpReduces = 8;      // kTransfer: combine the sources 
 inline constexpr uint8_t kOpPortSignal = 16;  // kPortPut: signal after the data
 inline constexpr uint8_t kOpPortFlush = 32;   // kPortPut: and wait until the proxy is done
 inline constexpr uint8_t kOpReadsOnly = 64;   // kFlush: wait only until the proxy no longer reads this rank's memory
+inline constexpr uint8_t kOpPublish = 128;  // kSignal: first write the operand's receive entry into the peer's mailbox
 
 // Sources and destinations of one transfer are gathered in registers; the resolver keeps ops
 // within this bound (a reduction over every peer of a 64-rank node, plus its local operands).
@@ -56,15 +59,50 @@ inline constexpr uint16_t kLocalOperand = 0xFFFF;  // Operand::channel of this r
 // written here (at the offset they will have in the peer's scratch), then the proxy copies them.
 inline constexpr uint8_t kStagingBuffer = 3;
 
+// One message of a counted call (an alltoallv plan): where it starts in the rank's input (a send) or
+// output (a receive), and its length. A call's table holds a rank's send entry to every peer, then its
+// receive entry from every peer: entry p sends to rank p, entry n + q receives from rank q.
+struct CallEntry {
+  uint64_t offset;
+  uint64_t bytes;
+};
+
+// Where an operand's byte range comes from: fixed when the program is resolved, or a part of an entry
+// read at run time (counted calls): an entry of the call's table, or the entry a peer published into this
+// rank's mailbox of a channel (the peer's receive entry, which a put into the peer's output fills).
+enum class OperandSizing : uint8_t { kFixed = 0, kTableEntry = 1, kMailbox = 2 };
+
 // A place in a buffer. For kTransfer the byte range has the op's `bytes` of data; a packet operand
 // holds them as LL16 packets (twice the bytes). Sync ops use `channel` (or the semaphore index) only.
+// An operand sized by an entry (kEntryCopy) is chunks [firstChunk, firstChunk + chunkCount) of the
+// entry's `entryChunks`, cut at run time as a slot's chunks are (docs/plan-format.md); a publishing
+// signal's operand names its receive entry in `entry` and the peer's mailbox in `offset`.
 struct Operand {
   uint64_t offset;     // bytes from the start of the buffer (for LL scratch: of half 0)
   uint64_t oddOffset;  // added on odd calls: the second half of double-buffered LL scratch
   uint16_t channel;    // the rank's channel index, or kLocalOperand
   uint8_t buffer;      // loom::BufferType
   uint8_t packet;      // 1: LL16 packets live here
-  uint32_t reserved;
+  OperandSizing sizing;
+  uint8_t reserved;
+  uint16_t entry;  // kTableEntry: the table's entry; kMailbox: the channel whose mailbox (this rank's) holds it
+  uint16_t firstChunk;
+  uint16_t chunkCount;
+  uint16_t entryChunks;
+};
+
+// A counted call's table as the kernel gets it: in its parameters (host counts: a CUDA graph captures
+// them by value), or in memory the caller keeps (counts in device memory: each replay reads what is
+// there then). Each mailbox is kMailboxBytes of the scratch, one per channel of the rank, at 0.
+inline constexpr uint32_t kMaxHeldEntries = 32;  // 16 peers' send and receive entries
+inline constexpr uint64_t kMailboxBytes = sizeof(CallEntry);
+struct CallTable {
+  const CallEntry* entries;  // null: `held`
+  CallEntry held[kMaxHeldEntries];
+  uint64_t inputBytes;  // this rank's buffers: every entry must lie inside them (checked as it is read)
+  uint64_t outputBytes;
+  uint32_t peers;      // the world size: receive entries start at `peers`
+  uint32_t alignment;  // chunks of an entry are cut on multiples of this
 };
 
 struct Op {

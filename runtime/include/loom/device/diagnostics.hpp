@@ -25,7 +25,15 @@ enum class WaitKind : int32_t {
   kPacket = 2,     // an LL packet read: expected a flag
   kFifoFull = 3,   // a port channel push: the proxy did not free a FIFO slot
   kFifoSync = 4,   // a port channel flush: the proxy did not finish the triggers
+  // Not waits: a counted call's entries that cannot run (the call stops, as a timeout stops it).
+  kEntryMismatch = 5,  // a send's bytes (seen) differ from the receive entry's (expected)
+  kEntryOutside = 6,   // an entry ends (seen) past the end of its buffer (expected)
 };
+
+// Whether a record's kind is a fault of the call's entries rather than a wait that ran out of time.
+LOOM_HOST_DEVICE constexpr bool entryFault(int32_t kind) {
+  return kind == int32_t(WaitKind::kEntryMismatch) || kind == int32_t(WaitKind::kEntryOutside);
+}
 
 struct DiagnosticRecord {
   int32_t state;  // 0: empty; 1: being written; 2: complete
@@ -95,8 +103,9 @@ LOOM_HOST_DEVICE void reportTimeout(const WaitContext& context, WaitKind kind, i
 #if LOOM_DEVICE_PASS
   __trap();
 #else
-  throw std::runtime_error("loom: wait timed out (kind " + std::to_string(int(kind)) + ", expected " +
-                           std::to_string(expected) + ", seen " + std::to_string(seen) + ")");
+  throw std::runtime_error(std::string(entryFault(int32_t(kind)) ? "loom: bad call entry" : "loom: wait timed out") +
+                           " (kind " + std::to_string(int(kind)) + ", expected " + std::to_string(expected) +
+                           ", seen " + std::to_string(seen) + ")");
 #endif
 }
 
