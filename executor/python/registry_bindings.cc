@@ -36,11 +36,13 @@ std::vector<MutableEntry> exposed(const std::vector<PlanEntry>& entries) {
 
 Collective parseCollective(const std::string& name) {
   for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll,
-                       Collective::kBroadcast, Collective::kSendRecv, Collective::kReduce}) {
+                       Collective::kBroadcast, Collective::kSendRecv, Collective::kReduce, Collective::kAllToAllV}) {
     if (name == collectiveName(c)) return c;
   }
-  throw invalid("collective: expected allreduce, allgather, reducescatter, alltoall, broadcast, reduce or sendrecv, got '" +
-                name + "'");
+  throw invalid(
+      "collective: expected allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv or alltoallv, "
+      "got '" +
+      name + "'");
 }
 
 DataType parseType(const std::string& name) {

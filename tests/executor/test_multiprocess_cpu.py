@@ -44,3 +44,13 @@ def test_a_jit_plan_one_group_compiled_is_agreed_again_in_another_that_shares_ra
     run = launch(4, "jit_overlapping_groups", env={"LOOM_CACHE_DIR": str(tmp_path)}, limit_s=60)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     assert sorted(results(run.stdout)) == [0, 1, 2, 3], run.stdout[-4000:]
+
+
+@pytest.mark.parametrize("nproc", [3, 4])
+def test_all_to_all_v_across_processes(nproc, tmp_path):
+    # Random splits per call: each rank's entries differ, and its output is written by every peer.
+    run = launch(nproc, "alltoallv", env={"LOOM_CACHE_DIR": str(tmp_path)}, limit_s=90)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    found = results(run.stdout)
+    assert sorted(found) == list(range(nproc)), run.stdout[-4000:]
+    assert all(records[0]["checked"] == 3 for records in found.values())

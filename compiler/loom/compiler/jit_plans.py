@@ -16,13 +16,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loom.algorithms import ALGORITHMS
+from loom.algorithms import ALGORITHMS, COUNTED_ALGORITHMS
 from loom.algorithms.tuned_sizes import rows_for_shape
 from loom.compiler.jit import JitPlan, jit_compile
 from loom.errors import InvalidArgumentError, LoomError
 
 # What a JIT plan can serve: the library's algorithms reduce with sum.
-JIT_COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce")
+JIT_COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "alltoallv")
+
+# Counted collectives: one plan serves every size of a shape (its entries come with each call). Thread
+# blocks per rank stay at 8 (instances x world size): a first rule, not yet measured against NCCL.
+COUNTED_CHOICES = {"alltoallv": "alltoallv_fullmesh"}
+COUNTED_BLOCKS_PER_RANK = 8
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,13 @@ def choose(collective: str, world_size: int, ranks_per_node: int, message_bytes:
     """The row of the shape's table that serves the call, or None when none does."""
     if collective not in JIT_COLLECTIVES or world_size < 2 or ranks_per_node < 1 or world_size % ranks_per_node:
         return None
+    if collective in COUNTED_CHOICES:
+        name = COUNTED_CHOICES[collective]
+        algorithm = COUNTED_ALGORITHMS[name]
+        if not _runs_on(name, world_size, ranks_per_node):
+            return None
+        instances = max(1, COUNTED_BLOCKS_PER_RANK // world_size)
+        return JitChoice(name, algorithm.min_message_bytes, algorithm.max_message_bytes, instances, 1024)
     for name, low, high, instances, threads in rows_for_shape(world_size, ranks_per_node):
         if (
             ALGORITHMS[name].collective == collective
@@ -50,7 +62,7 @@ def choose(collective: str, world_size: int, ranks_per_node: int, message_bytes:
 
 def _runs_on(algorithm: str, world_size: int, ranks_per_node: int) -> bool:
     try:
-        ALGORITHMS[algorithm].check_shape(world_size, ranks_per_node)
+        (ALGORITHMS.get(algorithm) or COUNTED_ALGORITHMS[algorithm]).check_shape(world_size, ranks_per_node)
     except InvalidArgumentError:
         return False
     return True

@@ -20,6 +20,7 @@ rank's slice of ``input``.
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections import deque
 from collections.abc import Iterable
@@ -29,6 +30,15 @@ from loom.errors import InvalidArgumentError, LoomError
 from loom.native import native_module
 from loom.plan.cache import default_plans_enabled
 from loom.runtime import registry
+from loom.runtime.counted import (
+    device_entries,
+    device_splits,
+    entries_of,
+    entries_pointer,
+    host_splits,
+    is_device_splits,
+    rows_of,
+)
 from loom.runtime.executor import OPS, Executor
 from loom.runtime.install_plans import ensure_default_plans_installed
 from loom.runtime.tensors import BufferView, buffer_view
@@ -77,6 +87,7 @@ class Communicator:
         self._pairs: dict[int, Communicator] = {}  # peer -> the two-rank communicator of send/recv
         self._sends_to_self: deque[tuple[BufferView, object]] = deque()  # (view, tensor) until recv takes it
         self._jit_agreed: set[str] = set()  # the JIT plans every rank of this communicator took from rank 0
+        self._counted_entries: object = None  # the last all-to-all-v's device entries, until its kernel reads them
 
     def split(self, color: int | None, key: int | None = None) -> Communicator | None:
         """Like ``ncclCommSplit`` (and ``MPI_Comm_split``): collective over every rank of this communicator.
@@ -143,9 +154,69 @@ class Communicator:
         inplace = target.pointer == source.pointer + self.rank * target.nbytes
         self._run("reducescatter", target, source, op, stream, inplace=inplace)
 
-    def all_to_all(self, output: object, input: object, *, stream: object = None) -> None:
+    def all_to_all(
+        self,
+        output: object,
+        input: object,
+        *,
+        output_splits: object = None,
+        input_splits: object = None,
+        stream: object = None,
+    ) -> None:
+        """Rank r's p-th piece of ``input`` goes to rank p, which gets it as its r-th piece of ``output``. Without
+        splits the pieces are equal; with ``input_splits`` and ``output_splits`` (either may be None: equal
+        pieces) they are row counts of dimension 0 per rank, as torch's ``all_to_all_single`` takes them
+        (all-to-all-v), laid out back to back, and rank p's ``output_splits[r]`` must equal rank r's
+        ``input_splits[p]``. Splits as lists (or host arrays) are read now; as CUDA tensors they stay on the
+        device, and a CUDA graph replays with whatever they hold then. Bytes go straight into each
+        receiver's output; with splits the call runs out of place."""
         source, target = buffer_view(input, "input"), buffer_view(output, "output")
-        self._run("alltoall", target, source, "sum", stream, inplace=source.pointer == target.pointer)
+        if output_splits is None and input_splits is None:
+            self._run("alltoall", target, source, "sum", stream, inplace=source.pointer == target.pointer)
+            return
+        self._all_to_all_v(target, source, output_splits, input_splits, stream)
+
+    def _all_to_all_v(
+        self, target: BufferView, source: BufferView, output_splits: object, input_splits: object, stream: object
+    ) -> None:
+        self._check_not_aborted()
+        handle = self.executor.stream_for(stream, [source, target])
+        world = self.world_size
+        in_rows, in_row_bytes = rows_of(source.owner, source.nbytes, "input")
+        out_rows, out_row_bytes = rows_of(target.owner, target.nbytes, "output")
+        sends: list[tuple[int, int]] = []
+        receives: list[tuple[int, int]] = []
+        entries = None
+        if is_device_splits(input_splits) or is_device_splits(output_splits):
+            import torch
+
+            send_splits = device_splits(input_splits, world, in_rows, "input_splits", source.owner)
+            receive_splits = device_splits(output_splits, world, out_rows, "output_splits", source.owner)
+            with torch.cuda.stream(torch.cuda.ExternalStream(handle)):
+                entries = device_entries(send_splits, receive_splits, in_row_bytes, out_row_bytes)
+            message_bytes = source.nbytes  # the largest entry is not known on the host
+        else:
+            sends = entries_of(host_splits(input_splits, world, in_rows, "input_splits"), in_row_bytes)
+            receives = entries_of(host_splits(output_splits, world, out_rows, "output_splits"), out_row_bytes)
+            message_bytes = max(bytes for _, bytes in sends + receives)
+        if world == 1:
+            # A job of one rank: its one entry to itself, copied.
+            if entries is not None:
+                raise InvalidArgumentError("input_splits: a job of one rank takes its splits as lists")
+            (offset, nbytes), (at, _) = sends[0], receives[0]
+            self.executor.copy_views(_part(source, offset, nbytes), _part(target, at, nbytes), handle)
+            return
+        plan = self._select(
+            "alltoallv", message_bytes, source.dtype, False, self.executor.capturing(handle), None, "sum"
+        )
+        if plan is None:
+            raise InvalidArgumentError(
+                f"input_splits: no all-to-all-v plan runs on {world} ranks, {self.ranks_per_node} per node"
+                " (alltoallv_fullmesh runs 2 to 8 ranks on one node)"
+            )
+        pointer = 0 if entries is None else entries_pointer(entries, world, self.executor.on_gpu)
+        self._counted_entries = entries  # read by the kernel after this returns (stream-ordered)
+        self.executor.execute_counted_views(plan, source, target, sends, receives, pointer, handle)
 
     def broadcast(self, tensor: object, root: int = 0, *, stream: object = None) -> None:
         if not isinstance(root, int) or not 0 <= root < self.world_size:
@@ -268,6 +339,28 @@ class Communicator:
         self._jit_agreed.add(plan.name)
         return plan
 
+    def _select(
+        self,
+        collective: str,
+        message_bytes: int,
+        dtype: str,
+        inplace: bool,
+        capturing: bool,
+        root: int | None,
+        op: str,
+    ) -> object | None:
+        """The registered plan the selector picks for the call, else a JIT plan for it, else None."""
+        args = (collective, message_bytes, dtype, self.world_size, self.ranks_per_node)
+        plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op)
+        # A JIT plan another communicator of this process registered is agreed on here too before it runs:
+        # ranks of this one in other processes may not have it, and they come to the exchange.
+        unagreed = plan is not None and plan.name in _JIT_PLANS and plan.name not in self._jit_agreed
+        if (plan is None or unagreed) and self.world_size > 1 and op == "sum":
+            if self._jit_plan(collective, message_bytes, inplace, root) is not None:
+                # Selected like any registered plan: a custom selector may still refuse it.
+                plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op)
+        return plan
+
     def _run(
         self,
         collective: str,
@@ -287,14 +380,7 @@ class Communicator:
             return  # nothing to move, as NCCL returns at once for a count of 0
         capturing = self.executor.capturing(handle)
         args = (collective, source.nbytes, source.dtype, self.world_size, self.ranks_per_node)
-        plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op)
-        # A JIT plan another communicator of this process registered is agreed on here too before it runs:
-        # ranks of this one in other processes may not have it, and they come to the exchange.
-        unagreed = plan is not None and plan.name in _JIT_PLANS and plan.name not in self._jit_agreed
-        if (plan is None or unagreed) and self.world_size > 1 and op == "sum":
-            if self._jit_plan(collective, source.nbytes, inplace, root) is not None:
-                # Selected like any registered plan: a custom selector may still refuse it.
-                plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op)
+        plan = self._select(collective, source.nbytes, source.dtype, inplace, capturing, root, op)
         if plan is not None:
             self.executor.execute_views(plan, source, target, op, handle)
             return
@@ -318,6 +404,11 @@ class Communicator:
             op=op,
         )
         fallback(request, target.owner, source.owner)
+
+
+def _part(view: BufferView, offset: int, nbytes: int) -> BufferView:
+    """Bytes [offset, offset + nbytes) of ``view``."""
+    return dataclasses.replace(view, pointer=view.pointer + offset, nbytes=nbytes)
 
 
 def _empty_like(tensor: object) -> object:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from loom.errors import InvalidArgumentError
 from loom.native import native_module
+from loom.runtime.counted import entries_pointer
 from loom.runtime.tensors import BufferView, buffer_view, stream_handle
 
 OPS = ("sum", "min", "max")
@@ -65,6 +66,44 @@ class Executor:
         self._check(plan, source, target)
         self._native.execute(plan, source.pointer, target.pointer, source.nbytes, source.dtype, op, stream)
 
+    def execute_counted(
+        self,
+        plan: object,
+        input: object,
+        output: object,
+        *,
+        sends: list[tuple[int, int]] | None = None,
+        receives: list[tuple[int, int]] | None = None,
+        entries: object = None,
+        stream: object = None,
+    ) -> None:
+        """One call of a counted plan (collective ``alltoallv``): ``sends[p]`` is the (byte offset, bytes) this
+        rank sends to rank p out of ``input``, ``receives[q]`` where in ``output`` what rank q sends lands; or
+        ``entries``, a (2 x world size, 2) int64 table of both (sends, then receives) that the kernel reads
+        when it runs: a CUDA tensor (a NumPy array on the CPU backend) whose contents may change between
+        CUDA graph replays. Every rank calls with the same plan; a send and its receive have equal bytes."""
+        source = buffer_view(input, "input")
+        target = buffer_view(output, "output")
+        handle = self.stream_for(stream, [source, target])
+        pointer = 0 if entries is None else entries_pointer(entries, self.communicator.world_size, self._on_gpu)
+        self.execute_counted_views(self._plan(plan), source, target, sends or [], receives or [], pointer, handle)
+
+    def execute_counted_views(
+        self,
+        plan: object,
+        source: BufferView,
+        target: BufferView,
+        sends: list[tuple[int, int]],
+        receives: list[tuple[int, int]],
+        entries: int,
+        stream: int,
+    ) -> None:
+        """``execute_counted`` with buffer views, plain entry lists and the table's address (0: none)."""
+        self._check_views(source, target, None, lambda: "")
+        self._native.execute_counted(
+            plan, source.pointer, source.nbytes, target.pointer, target.nbytes, sends, receives, entries, stream
+        )
+
     def copy_views(self, source: BufferView, target: BufferView, stream: int) -> None:
         """A copy between this rank's buffers, as NCCL runs every collective of a job of one rank and a send
         to itself: nothing to move when ``source`` is ``target``, else a copy on ``stream``."""
@@ -99,11 +138,14 @@ class Executor:
             lambda: f"the {plan.collective} of {source.nbytes}-byte inputs over {plan.world_size} ranks",
         )
 
-    def _check_views(self, source: BufferView, target: BufferView, output_bytes: int, call: Callable[[], str]) -> None:
-        """``call()`` names the call in an error (made only then: this runs on every call)."""
+    def _check_views(
+        self, source: BufferView, target: BufferView, output_bytes: int | None, call: Callable[[], str]
+    ) -> None:
+        """``call()`` names the call in an error (made only then: this runs on every call). ``output_bytes``:
+        what the call writes (None: a counted call, whose entries say)."""
         if source.dtype != target.dtype:
             raise InvalidArgumentError(f"output: dtype {target.dtype} differs from the input's {source.dtype}")
-        if target.nbytes != output_bytes:
+        if output_bytes is not None and target.nbytes != output_bytes:
             raise InvalidArgumentError(f"output: holds {target.nbytes} bytes, but {call()} writes {output_bytes}")
         on_gpu = self._on_gpu
         wanted = "cuda" if on_gpu else "cpu"
