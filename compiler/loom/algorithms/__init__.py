@@ -356,9 +356,10 @@ _ENTRIES = [
 
 ALGORITHMS: dict[str, Algorithm] = {entry.name: entry for entry in _ENTRIES}
 
-# Plan families sized at call time (issue 39, docs/executor.md "counted plans"): the compiler builds them and
-# the verifier proves them, but the executor does not run them yet, so they stay out of ALGORITHMS, whose
-# every entry the executor's tests, the JIT and the bundled set take.
+# Plan families sized at call time (issue 39, docs/executor.md "counted plans"): the executor runs them with a
+# call table (Executor::executeCounted) rather than a message size, so they stay out of ALGORITHMS, whose every
+# entry the fixed-size tests, the tuned tables and the bundled set take. The JIT compiles them per shape
+# (loom.compiler.jit_plans.COUNTED_CHOICES).
 COUNTED_ALGORITHMS: dict[str, Algorithm] = {
     entry.name: entry
     for entry in (
