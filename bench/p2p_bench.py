@@ -5,7 +5,8 @@ One process per GPU, under torchrun:
 
 Both peers are called through ctypes (bench/nccl_api.py) on the same tensors and streams: ``nccl`` is the
 libnccl.so torch ships, ``loom`` is libloom_nccl.so (``loom nccl-path``; it forwards to that same NCCL what it
-does not run itself, and LOOM_NCCL_STATS says which). Patterns, per size (each rank's bytes):
+does not run itself, and LOOM_NCCL_STATS says which); ``loom python`` is loom.Communicator, for the
+all-to-all-v (which it runs on Loom's counted plans). Patterns, per size (each rank's bytes):
 
 - ``send``: a lone ncclSend from each even rank to the next odd one, which posts the ncclRecv (pipeline
   stages handing activations on);
@@ -98,12 +99,32 @@ class Pattern:
             api.recv(output.data_ptr(), numel, self.kind, self.partner, stream)
 
 
+class LoomPython:
+    """Loom's own API (loom.Communicator) as a peer, for the patterns it runs on Loom plans today:
+    all-to-all-v with splits (the JIT's alltoallv_fullmesh), on the current stream."""
+
+    patterns = ("alltoallv",)
+
+    def __init__(self) -> None:
+        import loom
+
+        self.communicator = loom.Communicator()
+
+    def all_to_all_v(self, source, output, send_counts, recv_counts, stream) -> None:
+        self.communicator.all_to_all(output, source, output_splits=recv_counts, input_splits=send_counts)
+
+    def close(self) -> None:
+        self.communicator.abort()
+
+
 def measure(args: argparse.Namespace, pattern: Pattern, apis: dict[str, NcclApi]) -> list[dict]:
     reference = pattern.output()
     pattern.call(apis["nccl"], reference)
     torch.cuda.synchronize()
     rows = []
     for name, api in apis.items():
+        if pattern.name not in getattr(api, "patterns", PATTERNS):
+            continue
         # As bench/peers.py writes its rows, so that bench/plot_peers.py draws these too (a panel per pattern).
         row = {
             "collective": pattern.name,
@@ -136,6 +157,7 @@ def main() -> None:
     apis = {
         "nccl": NcclApi(torch_nccl(), rank, world, torch_ranks.share_id),
         "loom": NcclApi(loom_lib, rank, world, torch_ranks.share_id),
+        "loom python": LoomPython(),
     }
     dtype = getattr(torch, args.dtype)
     rng = random.Random(args.seed)

@@ -16,6 +16,7 @@
 #   scripts/multi_gpu_run.sh split-bench # bench/nccl_bench.py --split: a split group's all-reduce beside the default's
 #   scripts/multi_gpu_run.sh runtime     # the runtime's GPU tests (tests/runtime/test_runtime_gpu.py), GoogleTest built first
 #   scripts/multi_gpu_run.sh peers       # bench/peers.py: NCCL, torch symmetric memory and Loom in the same processes
+#   scripts/multi_gpu_run.sh alltoallv   # all-to-all-v on every GPU and with 4 and 8 ranks sharing GPU 0 (issue 39)
 #   scripts/multi_gpu_run.sh p2p         # bench/p2p_bench.py: send/recv, exchange and all-to-all-v, NCCL beside the library
 #   scripts/multi_gpu_run.sh mscclpp     # MSCCL++ built offline (scripts/mscclpp_build.sh), its NCCL library a peer in bench/peers.py
 #   scripts/multi_gpu_run.sh split-latency # bench/nccl_split_latency.py: parent and split through the NCCL API, no torch.distributed
@@ -245,6 +246,12 @@ case $stage in
     # Issue 40: the strongest peers beside Loom (PEERS_ARGS narrows: sizes, dtypes, modes, collectives).
     step peers 300 torchrun --nproc-per-node "$gpus" bench/peers.py --out "$out/peers.json" \
       ${PEERS_ARGS:---max-bytes 67108864 --modes graph}
+    ;;
+  alltoallv)
+    # Issue 39: all-to-all-v through loom.Communicator (host splits, device splits, graph replays with new
+    # splits) on every GPU, and 4 and 8 ranks sharing GPU 0.
+    step alltoallv_gpu 200 "${pytest[@]}" tests/executor/test_executor_gpu.py -k all_to_all_v
+    step alltoallv_shared 200 "${pytest[@]}" tests/executor/test_shared_gpu.py -k all_to_all_v
     ;;
   p2p)
     # Issue 39: send/recv, a grouped exchange and all-to-all-v through the NCCL API, the library beside NCCL

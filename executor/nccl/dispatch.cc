@@ -165,14 +165,10 @@ std::string_view reasonName(Reason reason) {
       return "forced";
     case Reason::kNoLoomCollective:
       return "no_loom_collective";
-    case Reason::kGroupedPointToPoint:
-      return "grouped_point_to_point";
     case Reason::kPointToPointWorld:
       return "point_to_point_world";
     case Reason::kPointToPointSelf:
       return "point_to_point_self";
-    case Reason::kSpareDuringCapture:
-      return "spare_during_capture";
     case Reason::kNotListed:
       return "not_listed";
     case Reason::kOpMissing:
@@ -306,10 +302,21 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
   const std::optional<Collective> collective = loomCollective(call.call);
   if (!collective) return forward(Reason::kNoLoomCollective);
   decision.collective = *collective;
-  if (pointToPoint && call.grouped) return forward(Reason::kGroupedPointToPoint);
-  if (pointToPoint && call.worldSize != 2) return forward(Reason::kPointToPointWorld);
-  if (pointToPoint && call.toSelf) return forward(Reason::kPointToPointSelf);
+  // Alone, a send to itself would wait for its receive (NCCL's too); in a group the two pair up into a
+  // local copy (point_to_point.hpp), on a communicator of any size.
+  if (pointToPoint && call.toSelf && !call.grouped) return forward(Reason::kPointToPointSelf);
+  if (pointToPoint && !call.toSelf && call.worldSize != 2) return forward(Reason::kPointToPointWorld);
   if (!settings.allowsOnLoom(*collective)) return forward(Reason::kNotListed);
+  if (pointToPoint) {
+    // Sends and receives, alone or grouped, run as counted calls of an all-to-all-v plan of the two ranks:
+    // both ends of a message take this route, whatever each one's grouping.
+    decision.collective = Collective::kAllToAllV;
+    if (call.toSelf) {
+      decision.route = Route::kLoom;
+      decision.reason = Reason::kPointToPointSelf;
+      return decision;
+    }
+  }
 
   if (reduces(*collective)) {
     const auto type = loomType(call.dataType);
@@ -323,16 +330,11 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
   } else {
     decision.dataType = byteType(inputBytes(call));
   }
-  const SelectionRequest request = selectionRequestFor(call, *collective, decision.dataType, decision.op);
+  const SelectionRequest request = selectionRequestFor(call, decision.collective, decision.dataType, decision.op);
   decision.plan = registry.select(request);
   if (!decision.plan) return forward(Reason::kNoPlan);
   decision.messageBytes = request.messageBytes;
   decision.inplace = request.inplace;
-  // A send/recv plan needs a spare buffer as large as the message, and none can be allocated while
-  // a graph is captured.
-  if (pointToPoint && call.capturing && capabilities.spareBytes < request.messageBytes) {
-    return forward(Reason::kSpareDuringCapture);
-  }
   if (reduces(*collective)) {
     const auto planOp = cachedPlanReduceOp(*decision.plan);
     if (planOp && *planOp != decision.op) return forward(Reason::kPlanOpDiffers);
@@ -373,16 +375,12 @@ std::string why(const CallInfo& call, const Decision& decision) {
       return "LOOM_NCCL_FORCE_NCCL is set";
     case Reason::kNoLoomCollective:
       return "Loom has no " + std::string(callName(call.call)) + " collective";
-    case Reason::kGroupedPointToPoint:
-      return "Loom does not pair send/recv calls inside ncclGroupStart/End";
     case Reason::kPointToPointWorld:
       return "Loom runs send/recv in this library on 2-rank communicators only (this one has " +
              std::to_string(call.worldSize) + ")";
     case Reason::kPointToPointSelf:
-      return "a send/recv to this rank itself";
-    case Reason::kSpareDuringCapture:
-      return "a send/recv plan needs a spare buffer of the message's size, which cannot be allocated during CUDA "
-             "graph capture (make one such call before capturing)";
+      return call.grouped ? "a send/recv of this rank to itself, paired in its group: a local copy"
+                          : "a send/recv of this rank to itself outside a group";
     case Reason::kNotListed:
       return std::string(collectiveName(decision.collective)) + " is not in LOOM_NCCL_COLLECTIVES";
     case Reason::kOpMissing:

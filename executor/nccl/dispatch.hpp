@@ -50,9 +50,8 @@ struct CallInfo {
 
 // What the communicator can do, beside the settings.
 struct Capabilities {
-  bool loom = true;         // Loom's side is up (false: forced to NCCL)
-  bool realNccl = true;     // the real NCCL's communicator is up
-  uint64_t spareBytes = 0;  // the send/recv spare buffer (none can be made during CUDA graph capture)
+  bool loom = true;      // Loom's side is up (false: forced to NCCL)
+  bool realNccl = true;  // the real NCCL's communicator is up
 };
 
 enum class Route : uint8_t { kNothing, kLocalCopy, kLoom, kForward, kFail };
@@ -63,18 +62,16 @@ enum class Reason : uint8_t {
   kEmpty,  // count 0
   kSingleRankInPlace,
   kSingleRankCopy,
-  kCustomOp,          // ncclRedOpCreatePreMulSum's operators
-  kLoomOff,           // Loom's side is not up on this communicator
-  kForced,            // LOOM_NCCL_FORCE_NCCL
-  kNoLoomCollective,  // Gather, Scatter
-  kGroupedPointToPoint,
-  kPointToPointWorld,
-  kPointToPointSelf,
-  kSpareDuringCapture,
-  kNotListed,     // not in LOOM_NCCL_COLLECTIVES
-  kOpMissing,     // prod, and avg of integers
-  kTypeMissing,   // int8, uint8, int64, uint64, float64 in a reduction
-  kBadByteCount,  // a byte count Loom's types do not divide (not reached today: 1-byte types divide all)
+  kCustomOp,           // ncclRedOpCreatePreMulSum's operators
+  kLoomOff,            // Loom's side is not up on this communicator
+  kForced,             // LOOM_NCCL_FORCE_NCCL
+  kNoLoomCollective,   // Gather, Scatter
+  kPointToPointWorld,  // send/recv on a communicator of more than two ranks
+  kPointToPointSelf,   // send/recv of a rank to itself: a local copy inside a group, NCCL's alone
+  kNotListed,          // not in LOOM_NCCL_COLLECTIVES
+  kOpMissing,          // prod, and avg of integers
+  kTypeMissing,        // int8, uint8, int64, uint64, float64 in a reduction
+  kBadByteCount,       // a byte count Loom's types do not divide (not reached today: 1-byte types divide all)
   kNoPlan,
   kPlanOpDiffers,  // the plan that fits reduces with another operator
   kJitFailed,      // no plan fits a shape without bundled plans, and none could be compiled (jit_plans.hpp)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "log.hpp"
@@ -40,21 +41,34 @@ ncclResult_t runHeld(const std::vector<Held>& calls, const RealNccl* real) {
     if (std::find(comms.begin(), comms.end(), held.comm) == comms.end()) comms.push_back(held.comm);
   }
   std::vector<ncclResult_t> results(comms.size(), ncclSuccess);
-  std::vector<std::vector<const Held*>> forwardAfter(comms.size());
+  std::vector<std::vector<const PendingCall*>> forwardAfter(comms.size());
   auto runComm = [&](size_t index) {
     ncclComm* comm = comms[index];
+    // Collectives in call order, then the sends and receives together (point_to_point.hpp): every rank
+    // reaches the same steps in the same order, whatever order its group named them in.
+    std::vector<std::pair<const PendingCall*, Decision>> pointToPoint;
     for (const Held& held : calls) {
       if (held.comm != comm) continue;
+      if (held.call.info.call == Call::kSend || held.call.info.call == Call::kRecv) {
+        pointToPoint.emplace_back(&held.call, held.decision);
+        continue;
+      }
       const ncclResult_t result = guarded("ncclGroupEnd", comm, [&] {
         if (!held.decision.jitAtGroupEnd) {
           runOnLoom(*comm, held.call, held.decision);
         } else if (!runDeferredJit(*comm, held.call, held.decision)) {
-          forwardAfter[index].push_back(&held);
+          forwardAfter[index].push_back(&held.call);
         }
         return ncclSuccess;
       });
       if (results[index] == ncclSuccess) results[index] = result;
     }
+    if (pointToPoint.empty()) return;
+    const ncclResult_t result = guarded("ncclGroupEnd", comm, [&] {
+      for (const PendingCall* call : runPointToPointOnLoom(*comm, pointToPoint)) forwardAfter[index].push_back(call);
+      return ncclSuccess;
+    });
+    if (results[index] == ncclSuccess) results[index] = result;
   };
   if (comms.size() == 1) {
     runComm(0);
@@ -74,9 +88,9 @@ ncclResult_t runHeld(const std::vector<Held>& calls, const RealNccl* real) {
   if (anyForward) {
     if (const ncclResult_t started = real->ncclGroupStart(); started != ncclSuccess) return started;
     for (size_t i = 0; i < comms.size(); ++i) {
-      for (const Held* held : forwardAfter[i]) {
+      for (const PendingCall* call : forwardAfter[i]) {
         const ncclResult_t result = guarded("ncclGroupEnd", comms[i], [&] {
-          forward(*comms[i], held->call);
+          forward(*comms[i], *call);
           return ncclSuccess;
         });
         if (results[i] == ncclSuccess) results[i] = result;

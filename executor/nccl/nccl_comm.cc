@@ -22,6 +22,7 @@
 #include "loom/plan_registry.hpp"
 #include "loom/rank_list.hpp"
 #include "loom/transport.hpp"
+#include "point_to_point.hpp"
 #include "result.hpp"
 #include "unique_id_format.hpp"
 
@@ -399,23 +400,6 @@ uint32_t nextSerial() {
   return ++serial;
 }
 
-void* spareOf(ncclComm& comm, uint64_t bytes) {
-  if (comm.spareBytes < bytes) {
-    std::shared_ptr<void> spare;
-    if (comm.settings.cpuBackend) {
-      const uint64_t rounded = (bytes + 63) / 64 * 64;
-      spare = std::shared_ptr<void>(std::aligned_alloc(64, rounded), [](void* p) { std::free(p); });
-      if (!spare) throw std::bad_alloc();
-    } else {
-      auto buffer = std::make_shared<GpuBuffer>(bytes);
-      spare = std::shared_ptr<void>(buffer, buffer->data());
-    }
-    comm.spares.push_back(spare);
-    comm.spareBytes = bytes;
-  }
-  return comm.spares.back().get();
-}
-
 }  // namespace
 
 std::unique_ptr<ncclComm> newComm(int worldSize, int rank, const ncclUniqueId& id, const ncclConfig_t* config) {
@@ -520,7 +504,6 @@ void destroy(ncclComm* comm, bool abort) {
   comm->executor.reset();  // waits for the programs in flight
   comm->communicator.reset();
   comm->bootstrap.reset();
-  comm->spares.clear();
 }
 
 void checkReal(const ncclComm& comm, ncclResult_t result, const char* function) {
@@ -575,26 +558,39 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
   return ncclInternalError;
 }
 
-bool runDeferredJit(ncclComm& comm, const PendingCall& call, Decision decision) {
+bool resolveDeferredJit(ncclComm& comm, const PendingCall& call, Decision& decision) {
   CallInfo info = call.info;
   info.grouped = false;  // every communicator of the group now runs on a thread of its own: the exchange can wait
   decision.jitAtGroupEnd = false;
   useJitPlan(comm, info, decision);
   noteAndCount(comm, call.info, decision);
-  if (decision.route == Route::kLoom) {
-    runOnLoom(comm, call, decision);
-    return true;
-  }
   if (decision.route == Route::kFail)
     throw Failure(ncclInvalidUsage, describe(info, decision) + ": " + comm.realMissing);
-  return false;
+  return decision.route == Route::kLoom;
+}
+
+std::vector<const PendingCall*> runPointToPointOnLoom(
+    ncclComm& comm, const std::vector<std::pair<const PendingCall*, Decision>>& calls) {
+  const DeviceScope onCommDevice(comm);
+  return runPointToPoint(comm, calls);
+}
+
+bool runDeferredJit(ncclComm& comm, const PendingCall& call, Decision decision) {
+  if (!resolveDeferredJit(comm, call, decision)) return false;
+  runOnLoom(comm, call, decision);
+  return true;
 }
 
 void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision) {
   const DeviceScope onCommDevice(comm);
   const CallInfo& info = call.info;
-  const Plan& plan = *decision.plan;
   void* stream = call.stream;
+  if (info.call == Call::kSend || info.call == Call::kRecv) {
+    // A lone send or receive: a group of one (its decision is kLoom, so nothing goes to NCCL).
+    runPointToPoint(comm, {{&call, decision}});
+    return;
+  }
+  const Plan& plan = *decision.plan;
   switch (info.call) {
     case Call::kBroadcast:
       if (comm.rank == info.root) localCopy(comm, call.recv, call.send, decision.messageBytes, call.stream);
@@ -613,14 +609,6 @@ void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision
       }
       return;
     }
-    case Call::kSend:
-      comm.executor->execute(plan, call.send, spareOf(comm, decision.messageBytes), decision.messageBytes,
-                             decision.dataType, decision.op, stream);
-      return;
-    case Call::kRecv:
-      comm.executor->execute(plan, spareOf(comm, decision.messageBytes), call.recv, decision.messageBytes,
-                             decision.dataType, decision.op, stream);
-      return;
     default:
       comm.executor->execute(plan, call.send, call.recv, decision.messageBytes, decision.dataType, decision.op, stream);
       if (decision.average) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "comm_worker.hpp"
@@ -75,10 +76,6 @@ struct ncclComm {
   std::mutex errorMutex;
   char lastError[1024] = "";
   std::unordered_set<uint64_t> logged;  // what the log said once already (dispatch.cc's key)
-  // The far side of a send/recv plan (each rank's input goes to the other's output): the side
-  // without data passes this one. Old ones stay until the communicator goes: programs in flight use them.
-  std::vector<std::shared_ptr<void>> spares;
-  uint64_t spareBytes = 0;
   // The plans compiled on first use for this communicator, and what could not be had (jit_plans.hpp).
   loom::nccl::JitPlans jit;
   // Its calls by who ran them and why (made when it is ready).
@@ -86,7 +83,7 @@ struct ncclComm {
   // Runs this communicator's calls when a group holds calls of several communicators of this process.
   std::unique_ptr<loom::nccl::CommWorker> worker;
 
-  loom::nccl::Capabilities capabilities() const { return {executor != nullptr, realComm != nullptr, spareBytes}; }
+  loom::nccl::Capabilities capabilities() const { return {executor != nullptr, realComm != nullptr}; }
 };
 
 namespace loom::nccl {
@@ -121,6 +118,13 @@ void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision
 // over the communicator) and runs it on Loom; false when it must go to NCCL (no algorithm, or the compile
 // failed: logged and counted with that reason), which the caller forwards. Throws when nothing can run it.
 bool runDeferredJit(ncclComm& comm, const PendingCall& call, Decision decision);
+// runDeferredJit's first half: compiles the plan of a call held for the JIT into `decision` (logged and counted);
+// true when it runs on Loom, false when it goes to NCCL. Throws when nothing can run it.
+bool resolveDeferredJit(ncclComm& comm, const PendingCall& call, Decision& decision);
+// One communicator's send/recv calls of a group on Loom, on its device (point_to_point.hpp); returns those
+// that go to NCCL after all.
+std::vector<const PendingCall*> runPointToPointOnLoom(
+    ncclComm& comm, const std::vector<std::pair<const PendingCall*, Decision>>& calls);
 // Hands a call to the real NCCL.
 void forward(ncclComm& comm, const PendingCall& call);
 // Throws Failure when the real NCCL returned an error, with its text.

@@ -35,8 +35,9 @@ std::vector<MutableEntry> exposed(const std::vector<PlanEntry>& entries) {
 }
 
 Collective parseCollective(const std::string& name) {
-  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll,
-                       Collective::kBroadcast, Collective::kSendRecv, Collective::kReduce, Collective::kAllToAllV}) {
+  for (Collective c :
+       {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll,
+        Collective::kBroadcast, Collective::kSendRecv, Collective::kReduce, Collective::kAllToAllV}) {
     if (name == collectiveName(c)) return c;
   }
   throw invalid(
@@ -86,9 +87,9 @@ Selector wrapSelector(py::function function) {
   };
 }
 
-#define LOOM_REQUEST_ARGS                                                                                          \
+#define LOOM_REQUEST_ARGS                                                                                              \
   py::arg("collective"), py::arg("message_bytes"), py::arg("dtype"), py::arg("world_size"), py::arg("ranks_per_node"), \
-      py::arg("inplace") = false, py::arg("capturing") = false, py::arg("root") = py::none(),                        \
+      py::arg("inplace") = false, py::arg("capturing") = false, py::arg("root") = py::none(),                          \
       py::arg("tags") = std::vector<std::string>{}, py::arg("op") = "sum"
 
 }  // namespace
@@ -97,12 +98,14 @@ void bindRegistry(py::module_& module) {
   py::class_<RegisteredPlan, MutableEntry>(module, "PlanEntry", "A registered plan and the metadata it is selected by.")
       .def_property_readonly("name", [](const RegisteredPlan& e) { return e.info.name; })
       .def_property_readonly("plan", [](const RegisteredPlan& e) { return std::const_pointer_cast<Plan>(e.plan()); })
-      .def_property_readonly("collective", [](const RegisteredPlan& e) { return std::string(collectiveName(e.info.collective)); })
+      .def_property_readonly("collective",
+                             [](const RegisteredPlan& e) { return std::string(collectiveName(e.info.collective)); })
       .def_property_readonly("world_size", [](const RegisteredPlan& e) { return e.info.worldSize; })
       .def_property_readonly("ranks_per_node", [](const RegisteredPlan& e) { return e.info.ranksPerNode; })
       .def_property_readonly("min_message_bytes", [](const RegisteredPlan& e) { return e.info.minMessageBytes; })
       .def_property_readonly("max_message_bytes", [](const RegisteredPlan& e) { return e.info.maxMessageBytes; })
-      .def_property_readonly("protocol", [](const RegisteredPlan& e) { return std::string(protocolName(e.info.protocol)); })
+      .def_property_readonly("protocol",
+                             [](const RegisteredPlan& e) { return std::string(protocolName(e.info.protocol)); })
       .def_property_readonly("inplace", [](const RegisteredPlan& e) { return e.info.inplace; })
       .def_property_readonly("root", [](const RegisteredPlan& e) { return e.info.root; })
       .def_property_readonly("reduce_op",
@@ -118,7 +121,8 @@ void bindRegistry(py::module_& module) {
                              })
       .def_property_readonly("tags", [](const RegisteredPlan& e) { return e.info.tags; })
       .def_property_readonly("priority", [](const RegisteredPlan& e) { return e.info.priority; })
-      .def_property_readonly("source", [](const RegisteredPlan& e) { return std::string(planSourceName(e.info.source)); })
+      .def_property_readonly("source",
+                             [](const RegisteredPlan& e) { return std::string(planSourceName(e.info.source)); })
       .def("__repr__", [](const RegisteredPlan& e) {
         return "<loom.PlanEntry '" + e.info.name + "' " + std::string(collectiveName(e.info.collective)) + " " +
                std::to_string(e.info.worldSize) + " ranks, bytes " + std::to_string(e.info.minMessageBytes) + ".." +
@@ -126,7 +130,8 @@ void bindRegistry(py::module_& module) {
       });
 
   py::class_<SelectionRequest>(module, "SelectionRequest", "One call, as a selector sees it.")
-      .def_property_readonly("collective", [](const SelectionRequest& r) { return std::string(collectiveName(r.collective)); })
+      .def_property_readonly("collective",
+                             [](const SelectionRequest& r) { return std::string(collectiveName(r.collective)); })
       .def_readonly("message_bytes", &SelectionRequest::messageBytes)
       .def_property_readonly("dtype", [](const SelectionRequest& r) { return std::string(dataTypeName(r.dataType)); })
       .def_readonly("world_size", &SelectionRequest::worldSize)
@@ -166,16 +171,17 @@ void bindRegistry(py::module_& module) {
       py::arg("max_message_bytes") = py::none(), py::arg("data_types") = py::none(),
       py::arg("tags") = std::vector<std::string>{}, py::arg("priority") = 0, py::arg("source") = "user",
       py::arg("replace") = false);
-  module.def("registry_remove", [](const std::string& name) { return PlanRegistry::global().remove(name); },
-             py::arg("name"));
+  module.def(
+      "registry_remove", [](const std::string& name) { return PlanRegistry::global().remove(name); }, py::arg("name"));
   module.def(
       "registry_clear",
       [](std::optional<std::string> source) {
         PlanRegistry::global().clear(source ? std::optional<PlanSource>(parseSource(*source)) : std::nullopt);
       },
       py::arg("source") = py::none());
-  module.def("registry_find", [](const std::string& name) { return exposed(PlanRegistry::global().find(name)); },
-             py::arg("name"));
+  module.def(
+      "registry_find", [](const std::string& name) { return exposed(PlanRegistry::global().find(name)); },
+      py::arg("name"));
   module.def("registry_list", [] { return exposed(PlanRegistry::global().list()); });
   module.def(
       "registry_set_selector",
@@ -208,9 +214,8 @@ void bindRegistry(py::module_& module) {
       [](const std::string& collective, uint64_t messageBytes, const std::string& dtype, uint32_t worldSize,
          uint32_t ranksPerNode, bool inplace, bool capturing, std::optional<uint32_t> root,
          std::vector<std::string> tags, const std::string& op) {
-        return exposed(PlanRegistry::global().candidates(makeRequest(collective, messageBytes, dtype, worldSize,
-                                                                     ranksPerNode, inplace, capturing, root,
-                                                                     std::move(tags), op)));
+        return exposed(PlanRegistry::global().candidates(makeRequest(
+            collective, messageBytes, dtype, worldSize, ranksPerNode, inplace, capturing, root, std::move(tags), op)));
       },
       LOOM_REQUEST_ARGS);
   module.def(
@@ -220,8 +225,9 @@ void bindRegistry(py::module_& module) {
       },
       py::arg("directory"), py::arg("source") = "user",
       "Registers every *.json and *.json.gz there; returns the files skipped.");
-  module.def("registry_load_default_plans", [] { return PlanRegistry::global().ensureDefaultPlansLoaded(); },
-             "Loads <cache root>/default once (per root); returns the files skipped.");
+  module.def(
+      "registry_load_default_plans", [] { return PlanRegistry::global().ensureDefaultPlansLoaded(); },
+      "Loads <cache root>/default once (per root); returns the files skipped.");
   // loom.runtime.install_plans: the one installer, shared with libloom_nccl.so (loom/default_plans.hpp).
   module.def("install_default_plans", &installDefaultPlans, py::arg("bundled"), py::arg("target"),
              py::arg("force") = false, py::call_guard<py::gil_scoped_release>(),

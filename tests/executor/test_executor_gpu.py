@@ -221,6 +221,13 @@ def test_collective_api_with_torch_tensors_eagerly_and_in_cuda_graphs(world, tmp
 
 @pytest.mark.gpu
 @worlds(2, 4, 8)
+def test_all_to_all_v_with_torch_tensors_eagerly_and_in_cuda_graphs(world, tmp_path):
+    _need_gpus_and_torch(world)
+    _launch(world, [str(ROOT / "tests/executor/gpu/alltoallv_check.py")], timeout=300, LOOM_CACHE_DIR=str(tmp_path))
+
+
+@pytest.mark.gpu
+@worlds(2, 4, 8)
 def test_loom_demo_on_gpus_beside_nccl(world, tmp_path):
     _need_gpus_and_torch(world)
     command = [sys.executable, "-m", "loom", "demo", "--gpus", str(world), "--sizes", "1K,1M", "--calls", "5"]

@@ -6,7 +6,8 @@ without a GPU or torch. What their timings mean: docs/testing.md (kernel costs o
   blocks fit, every data type, odd sizes, in and out of place, against float64 on fresh data (gpu/plan_check.py);
 - the fast kernel (LOOM_FAST_PATH=1) against the generic one at 4 ranks, bit for bit (issue 18);
 - a pipeline sized in bytes (MSCCL++'s LoopIterationContext(unit=...)) at 3 ranks;
-- the drift check at 4 ranks; loom.Communicator with torch tensors eagerly and in CUDA graphs at 4 and 8;
+- the drift check at 4 ranks; loom.Communicator with torch tensors eagerly and in CUDA graphs at 4 and 8,
+  all-to-all-v included (host and device splits, graph replays with new splits);
 - compute-sanitizer memcheck and racecheck on a 4-rank case;
 - the refusals: sharing without LOOM_SHARE_GPU=1, a malformed LOOM_SHARE_GPU, blocks that do not fit.
 """
@@ -142,6 +143,12 @@ def test_drift_check_at_4_ranks_on_one_gpu(tmp_path):
 @pytest.mark.parametrize("world", [4, 8])
 def test_collective_api_eagerly_and_in_cuda_graphs_on_one_gpu(world):
     _run([str(GPU_CHECKS / "collective_api_check.py"), "--share-gpu", str(world)], LOOM_DEFAULT_PLANS="0")
+
+
+@pytest.mark.parametrize("world", [4, 8])
+def test_all_to_all_v_eagerly_and_in_cuda_graphs_on_one_gpu(world, tmp_path):
+    # The JIT compiles alltoallv_fullmesh into a fresh cache; graph replays take new device-side splits.
+    _run([str(GPU_CHECKS / "alltoallv_check.py"), "--share-gpu", str(world)], LOOM_CACHE_DIR=str(tmp_path))
 
 
 # Groups of 2 and 4 (bundled plans), and of 3 and 6 (no bundled plan: the JIT compiles theirs on first use).

@@ -58,6 +58,10 @@ TEST(NcclDispatch, TableOfDecisions) {
   self.toSelf = true;
   CallInfo capturedSend = call(Call::kSend, 256, 2);
   capturedSend.capturing = true;
+  CallInfo groupedSelf = self;
+  groupedSelf.grouped = true;
+  CallInfo groupedSelf8 = groupedSelf;
+  groupedSelf8.worldSize = groupedSelf8.ranksPerNode = 8;
   CallInfo broadcastRoot1 = call(Call::kBroadcast, 1024);
   broadcastRoot1.root = 1;
   CallInfo allGatherInPlace = call(Call::kAllGather, 1 << 20);
@@ -99,12 +103,15 @@ TEST(NcclDispatch, TableOfDecisions) {
       {"reduce, prod", call(Call::kReduce, 1024, 8, ncclFloat32, ncclProd), Route::kForward, Reason::kOpMissing},
       {"gather", call(Call::kGather, 1024), Route::kForward, Reason::kNoLoomCollective},
       {"scatter", call(Call::kScatter, 1024), Route::kForward, Reason::kNoLoomCollective},
-      {"send on 2 ranks", call(Call::kSend, 256, 2), Route::kLoom, Reason::kPlan, "sendrecv"},
-      {"recv on 2 ranks", call(Call::kRecv, 256, 2), Route::kLoom, Reason::kPlan, "sendrecv"},
-      {"send in a group", grouped, Route::kForward, Reason::kGroupedPointToPoint},
+      // Send/recv run on all-to-all-v plans of the pair, none of them bundled: the library's JIT compiles one.
+      {"send on 2 ranks", call(Call::kSend, 256, 2), Route::kForward, Reason::kNoPlan},
+      {"recv on 2 ranks", call(Call::kRecv, 256, 2), Route::kForward, Reason::kNoPlan},
+      {"send in a group", grouped, Route::kForward, Reason::kNoPlan},
+      {"send while capturing", capturedSend, Route::kForward, Reason::kNoPlan},
       {"send on 8 ranks", call(Call::kSend, 256, 8), Route::kForward, Reason::kPointToPointWorld},
-      {"send to itself", self, Route::kForward, Reason::kPointToPointSelf},
-      {"send while capturing, no spare", capturedSend, Route::kForward, Reason::kSpareDuringCapture},
+      {"send to itself alone", self, Route::kForward, Reason::kPointToPointSelf},
+      {"send to itself in a group: a local copy", groupedSelf, Route::kLoom, Reason::kPointToPointSelf},
+      {"send to itself in a group of 8 ranks", groupedSelf8, Route::kLoom, Reason::kPointToPointSelf},
       {"all-reduce on 3 ranks", call(Call::kAllReduce, 1024, 3), Route::kForward, Reason::kNoPlan},
       {"all-reduce of 4 GiB", call(Call::kAllReduce, uint64_t(1) << 30), Route::kForward, Reason::kNoPlan},
       {"broadcast from rank 0", call(Call::kBroadcast, 1024), Route::kLoom, Reason::kPlan, "broadcast"},
@@ -117,7 +124,7 @@ TEST(NcclDispatch, TableOfDecisions) {
     const std::string text = describe(row.info, decision);
     EXPECT_EQ(routeName(decision.route), routeName(row.route)) << row.what << ": " << text;
     EXPECT_EQ(reasonName(decision.reason), reasonName(row.reason)) << row.what << ": " << text;
-    if (row.route == Route::kLoom) {
+    if (row.reason == Reason::kPlan) {
       ASSERT_TRUE(decision.plan) << row.what;
       EXPECT_EQ(decision.plan->name.rfind(row.planPrefix, 0), 0u) << row.what << ": " << decision.plan->name;
     }
@@ -135,11 +142,11 @@ TEST(NcclDispatch, SettingsAndCapabilities) {
   EXPECT_EQ(decide(allReduce, onlyGather, Capabilities{}, bundled()).reason, Reason::kNotListed);
   EXPECT_EQ(decide(call(Call::kAllGather, 1 << 18), onlyGather, Capabilities{}, bundled()).route, Route::kLoom);
 
-  Capabilities loomOff{false, true, 0};
+  Capabilities loomOff{false, true};
   EXPECT_EQ(decide(allReduce, defaults(), loomOff, bundled()).reason, Reason::kLoomOff);
 
   // What must be forwarded fails when there is no real NCCL, and says why.
-  Capabilities noReal{true, false, 0};
+  Capabilities noReal{true, false};
   const CallInfo prod = call(Call::kAllReduce, 1024, 8, ncclFloat32, ncclProd);
   const Decision fail = decide(prod, defaults(), noReal, bundled());
   EXPECT_EQ(fail.route, Route::kFail);
@@ -148,11 +155,32 @@ TEST(NcclDispatch, SettingsAndCapabilities) {
       << describe(prod, fail);
   // ... while what Loom runs still runs.
   EXPECT_EQ(decide(allReduce, defaults(), noReal, bundled()).route, Route::kLoom);
+}
 
-  CallInfo capturedSend = call(Call::kSend, 256, 2);
-  capturedSend.capturing = true;
-  Capabilities spare{true, true, 4096};
-  EXPECT_EQ(decide(capturedSend, defaults(), spare, bundled()).route, Route::kLoom);
+// With an all-to-all-v plan of two ranks registered, every send and receive takes it, alone or grouped,
+// eager or captured (nothing is allocated per call: bytes go into the receiver's own buffer).
+TEST(NcclDispatch, PointToPointTakesTheAllToAllVPlanOfThePair) {
+  PlanRegistry registry;
+  auto plan = std::make_shared<const Plan>(
+      Plan::load(std::string(LOOM_SOURCE_DIR) + "/tests/data/plans/good/alltoallv_fullmesh_2r.json"));
+  registry.add(plan, planInfoFrom(*plan));
+  for (Call kind : {Call::kSend, Call::kRecv}) {
+    for (bool grouped : {false, true}) {
+      for (bool capturing : {false, true}) {
+        CallInfo info = call(kind, 1 << 20, 2, ncclBfloat16);
+        info.grouped = grouped;
+        info.capturing = capturing;
+        const Decision decision = decide(info, defaults(), Capabilities{}, registry);
+        EXPECT_EQ(decision.route, Route::kLoom) << describe(info, decision);
+        ASSERT_TRUE(decision.plan);
+        EXPECT_EQ(decision.plan->name, plan->name);
+        EXPECT_EQ(decision.collective, Collective::kAllToAllV);
+      }
+    }
+  }
+  Settings noPointToPoint;
+  noPointToPoint.loomCollectives = parseCollectiveList("allreduce", "LOOM_NCCL_COLLECTIVES");
+  EXPECT_EQ(decide(call(Call::kSend, 256, 2), noPointToPoint, Capabilities{}, registry).reason, Reason::kNotListed);
 }
 
 TEST(NcclDispatch, DescribeNamesTheRequest) {

@@ -289,12 +289,14 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     const ncclDataType_t type = typeOf(args.at(2));
     const int peer = std::stoi(args.at(3));
     Buffer& buffer = keep.emplace_back(c, type);
+    // The values depend on the count too, so that messages paired in the wrong order differ.
+    auto value = [&](size_t i) { return 42.0 + double(i % 5) + 10.0 * double(c % 7); };
     if (name == "send") {
-      for (size_t i = 0; i < c; ++i) buffer.set(i, 42.0 + double(i % 5));
+      for (size_t i = 0; i < c; ++i) buffer.set(i, value(i));
       return ncclSend(buffer.at(0), c, type, peer, me.comm, nullptr);
     }
     const ncclResult_t result = ncclRecv(buffer.at(0), c, type, peer, me.comm, nullptr);
-    for (size_t i = 0; i < c; ++i) check.expect(buffer, 0, i, 42.0 + double(i % 5));
+    for (size_t i = 0; i < c; ++i) check.expect(buffer, 0, i, value(i));
     return result;
   }
   if (name == "group") return ncclGroupStart();

@@ -346,11 +346,54 @@ def test_grouped_calls(tmp_path: Path) -> None:
     for rank in (0, 1):
         assert results[f"{rank} allreduce:1024:float32:sum:check"] == "ncclSuccess check ok", output
         assert results[f"{rank} end"] == "ncclSuccess"
-    assert "forwarded to NCCL: Loom does not pair send/recv calls inside ncclGroupStart/End" in output
+    # The send/recv pair runs on Loom: an all-to-all-v plan of the pair, compiled at ncclGroupEnd.
+    assert "Send 16 x float32 out of place: Loom plan 'alltoallv_fullmesh_2r" in output, output
     log = [line.split()[1] for line in _fake_log(tmp_path) if "Init" not in line and "Destroy" not in line]
-    # Forwarded calls go inside the real NCCL's group, opened and closed with this one.
-    assert log.count("ncclGroupStart") == 2 and log.count("ncclGroupEnd") == 2, log
-    assert log.index("ncclSend") > log.index("ncclGroupStart"), log
+    # The real NCCL's group is opened and closed with this one, and nothing reaches it.
+    assert [name for name in log if "Group" in name or name in ("ncclSend", "ncclRecv")] == [
+        "ncclGroupStart",
+        "ncclGroupStart",
+        "ncclGroupEnd",
+        "ncclGroupEnd",
+    ], log
+
+
+def test_send_and_recv_pair_as_nccl_pairs_them(tmp_path: Path) -> None:
+    """Per peer in call order, several messages to one peer in a group, mixed data types, sends to itself
+    inside a group, a lone send met by a grouped receive, zero counts: all on Loom, data checked."""
+    steps = ";".join(
+        [
+            # One group, every kind at once: 2 messages 0->1 (float32, then int32), 1 message 1->0 (int32),
+            # and each rank's send to itself.
+            "group",
+            "r0@send:16:float32:1",
+            "r0@send:40:int32:1",
+            "r0@recv:24:int32:1:check",
+            "r0@send:8:float32:0",
+            "r0@recv:8:float32:0:check",
+            "r1@recv:16:float32:0:check",
+            "r1@send:24:int32:0",
+            "r1@recv:40:int32:0:check",
+            "r1@send:9:float32:1",
+            "r1@recv:9:float32:1:check",
+            "end",
+            # A lone send, received inside a group.
+            "r0@send:33:float32:1",
+            "r1@group",
+            "r1@recv:33:float32:0:check",
+            "r1@end",
+            # Zero counts: nothing to move, nothing to wait for.
+            "r0@send:0:float32:1",
+            "r1@recv:0:float32:0",
+        ]
+    )
+    output = _drive(tmp_path, "threads", "2", steps)
+    checks = [line for line in output.splitlines() if " check " in line]
+    assert len(checks) == 6 and all(line.endswith("check ok") for line in checks), output
+    assert "FAILED" not in output and "ncclSuccess | " not in output, output
+    log = [line.split()[1] for line in _fake_log(tmp_path)]
+    assert "ncclSend" not in log and "ncclRecv" not in log, log
+    assert "Loom plans ran" in output and "(100.0%)" in output, output
 
 
 def test_init_all_runs_every_rank_of_one_thread(tmp_path: Path) -> None:
@@ -763,3 +806,10 @@ def test_a_shape_no_library_algorithm_runs_forwards_with_no_plan_asking_once(tmp
     )
     assert all(_results(output)[f"{rank} allreduce:1000:float32:sum"] == "ncclSuccess" for rank in range(12)), output
     assert len([line for line in _fake_log(tmp_path) if "ncclAllReduce" in line]) == 24 + 12
+
+
+def test_a_group_of_sends_to_itself_is_a_local_copy_on_one_rank(tmp_path: Path) -> None:
+    # torch's all-to-all on a job of one rank: a grouped send to itself and receive from itself.
+    output = _drive(tmp_path, "threads", "1", "group;send:12:float32:0;recv:12:float32:0:check;end")
+    assert "rank 0 recv:12:float32:0:check -> ncclSuccess check ok" in output, output
+    assert "ncclSend" not in [line.split()[1] for line in _fake_log(tmp_path)], output
