@@ -17,6 +17,7 @@
 #   scripts/multi_gpu_run.sh runtime     # the runtime's GPU tests (tests/runtime/test_runtime_gpu.py), GoogleTest built first
 #   scripts/multi_gpu_run.sh peers       # bench/peers.py: NCCL, torch symmetric memory and Loom in the same processes
 #   scripts/multi_gpu_run.sh alltoallv   # all-to-all-v on every GPU and with 4 and 8 ranks sharing GPU 0 (issue 39)
+#   scripts/multi_gpu_run.sh p2p-check   # send/recv through the library: torch pipeline, MoE, nccl-tests (issue 39)
 #   scripts/multi_gpu_run.sh p2p         # bench/p2p_bench.py: send/recv, exchange and all-to-all-v, NCCL beside the library
 #   scripts/multi_gpu_run.sh mscclpp     # MSCCL++ built offline (scripts/mscclpp_build.sh), its NCCL library a peer in bench/peers.py
 #   scripts/multi_gpu_run.sh split-latency # bench/nccl_split_latency.py: parent and split through the NCCL API, no torch.distributed
@@ -252,6 +253,13 @@ case $stage in
     # splits) on every GPU, and 4 and 8 ranks sharing GPU 0.
     step alltoallv_gpu 200 "${pytest[@]}" tests/executor/test_executor_gpu.py -k all_to_all_v
     step alltoallv_shared 200 "${pytest[@]}" tests/executor/test_shared_gpu.py -k all_to_all_v
+    ;;
+  p2p-check)
+    # Issue 39: send/recv through the library on two ranks: a torch pipeline, MoE all_to_all_single with
+    # new splits every step, batch_isend_irecv, gather and scatter against plain NCCL; nccl-tests sendrecv
+    # and alltoall under MPI, 0 wrong.
+    step nccl_p2p 240 "${pytest[@]}" -s tests/nccl/test_nccl_point_to_point_gpu.py
+    step nccl_tests_p2p 300 "${pytest[@]}" -s tests/nccl/test_nccl_tests_multi_gpu.py -k "sendrecv or alltoall"
     ;;
   p2p)
     # Issue 39: send/recv, a grouped exchange and all-to-all-v through the NCCL API, the library beside NCCL

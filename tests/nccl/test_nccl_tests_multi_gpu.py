@@ -39,6 +39,7 @@ PROGRAMS = [
     "broadcast_perf",
     "reduce_perf",
     "alltoall_perf",
+    "sendrecv_perf",
 ]
 
 pytestmark = pytest.mark.gpu
