@@ -99,7 +99,9 @@ def gather_and_scatter(rank: int, world: int) -> dict[str, list[float]]:
     mine = torch.full((777,), float(rank + 1), device="cuda")
     gathered = [torch.empty_like(mine) for _ in range(world)] if rank == 0 else None
     dist.gather(mine, gathered, dst=0)
-    pieces = [torch.full((555,), float(10 * (index + 1)), device="cuda") for index in range(world)] if rank == 1 else None
+    pieces = None
+    if rank == 1:
+        pieces = [torch.full((555,), float(10 * (index + 1)), device="cuda") for index in range(world)]
     scattered = torch.empty(555, device="cuda")
     dist.scatter(scattered, pieces, src=1)
     out = {"scattered": checksum(scattered)}
