@@ -15,7 +15,9 @@ Decision route(Route how, Reason why) {
   return decision;
 }
 
-std::optional<Collective> loomCollective(Call call) {
+// The Loom collective that runs a call (gather and scatter go over the point-to-point path), or that
+// LOOM_NCCL_COLLECTIVES names for it.
+Collective loomCollective(Call call) {
   switch (call) {
     case Call::kAllReduce:
       return Collective::kAllReduce;
@@ -29,14 +31,13 @@ std::optional<Collective> loomCollective(Call call) {
       return Collective::kAllToAll;
     case Call::kSend:
     case Call::kRecv:
+    case Call::kGather:  // over the point-to-point path (point_to_point.hpp)
+    case Call::kScatter:
       return Collective::kSendRecv;
     case Call::kReduce:
       return Collective::kReduce;
-    case Call::kGather:
-    case Call::kScatter:
-      return std::nullopt;
   }
-  return std::nullopt;
+  return Collective::kAllReduce;  // not reached: every Call is listed
 }
 
 bool reduces(Collective collective) {
@@ -163,8 +164,6 @@ std::string_view reasonName(Reason reason) {
       return "loom_off";
     case Reason::kForced:
       return "forced";
-    case Reason::kNoLoomCollective:
-      return "no_loom_collective";
     case Reason::kPointToPointWorld:
       return "point_to_point_world";
     case Reason::kPointToPointSelf:
@@ -299,15 +298,16 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
   }
   if (settings.forceNccl) return forward(Reason::kForced);
   if (!capabilities.loom) return forward(Reason::kLoomOff);
-  const std::optional<Collective> collective = loomCollective(call.call);
-  if (!collective) return forward(Reason::kNoLoomCollective);
-  decision.collective = *collective;
+  const Collective collective = loomCollective(call.call);
+  decision.collective = collective;
   // Alone, a send to itself would wait for its receive (NCCL's too); in a group the two pair up into a
   // local copy (point_to_point.hpp), on a communicator of any size.
   if (pointToPoint && call.toSelf && !call.grouped) return forward(Reason::kPointToPointSelf);
-  if (pointToPoint && !call.toSelf && call.worldSize != 2) return forward(Reason::kPointToPointWorld);
-  if (!settings.allowsOnLoom(*collective)) return forward(Reason::kNotListed);
-  if (pointToPoint) {
+  // Gather and scatter are sends and receives between the root and each rank.
+  const bool overPointToPoint = pointToPoint || call.call == Call::kGather || call.call == Call::kScatter;
+  if (overPointToPoint && !call.toSelf && call.worldSize != 2) return forward(Reason::kPointToPointWorld);
+  if (!settings.allowsOnLoom(collective)) return forward(Reason::kNotListed);
+  if (overPointToPoint) {
     // Sends and receives, alone or grouped, run as counted calls of an all-to-all-v plan of the two ranks:
     // both ends of a message take this route, whatever each one's grouping.
     decision.collective = Collective::kAllToAllV;
@@ -318,7 +318,7 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
     }
   }
 
-  if (reduces(*collective)) {
+  if (reduces(collective)) {
     const auto type = loomType(call.dataType);
     // An average is a sum scaled by 1/n afterwards, which integers (whose average NCCL truncates) do not take.
     decision.average = call.op == ncclAvg && type && isFloating(*type);
@@ -335,7 +335,7 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
   if (!decision.plan) return forward(Reason::kNoPlan);
   decision.messageBytes = request.messageBytes;
   decision.inplace = request.inplace;
-  if (reduces(*collective)) {
+  if (reduces(collective)) {
     const auto planOp = cachedPlanReduceOp(*decision.plan);
     if (planOp && *planOp != decision.op) return forward(Reason::kPlanOpDiffers);
   }
@@ -373,10 +373,9 @@ std::string why(const CallInfo& call, const Decision& decision) {
       return "Loom's side is off on this communicator";
     case Reason::kForced:
       return "LOOM_NCCL_FORCE_NCCL is set";
-    case Reason::kNoLoomCollective:
-      return "Loom has no " + std::string(callName(call.call)) + " collective";
     case Reason::kPointToPointWorld:
-      return "Loom runs send/recv in this library on 2-rank communicators only (this one has " +
+      return "Loom runs send/recv (and gather and scatter over them) in this library on 2-rank communicators "
+             "only (this one has " +
              std::to_string(call.worldSize) + ")";
     case Reason::kPointToPointSelf:
       return call.grouped ? "a send/recv of this rank to itself, paired in its group: a local copy"

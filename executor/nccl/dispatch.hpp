@@ -65,7 +65,6 @@ enum class Reason : uint8_t {
   kCustomOp,           // ncclRedOpCreatePreMulSum's operators
   kLoomOff,            // Loom's side is not up on this communicator
   kForced,             // LOOM_NCCL_FORCE_NCCL
-  kNoLoomCollective,   // Gather, Scatter
   kPointToPointWorld,  // send/recv on a communicator of more than two ranks
   kPointToPointSelf,   // send/recv of a rank to itself: a local copy inside a group, NCCL's alone
   kNotListed,          // not in LOOM_NCCL_COLLECTIVES

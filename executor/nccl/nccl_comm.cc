@@ -590,6 +590,7 @@ void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision
     runPointToPoint(comm, {{&call, decision}});
     return;
   }
+  if (info.call == Call::kGather || info.call == Call::kScatter) return runGatherOrScatter(comm, call, decision);
   const Plan& plan = *decision.plan;
   switch (info.call) {
     case Call::kBroadcast:

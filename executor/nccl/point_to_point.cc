@@ -127,4 +127,42 @@ std::vector<const PendingCall*> runPointToPoint(ncclComm& comm,
   return forwarded;
 }
 
+void runGatherOrScatter(ncclComm& comm, const PendingCall& call, const Decision& decision) {
+  const bool gather = call.info.call == Call::kGather;
+  const uint64_t bytes = bytesOf(call);
+  const int root = call.info.root;
+  std::vector<PendingCall> parts;
+  auto part = [&](Call kind, int peer, const void* send, void* recv) {
+    PendingCall p;
+    p.info = call.info;
+    p.info.call = kind;
+    p.info.toSelf = peer == comm.rank;
+    p.peer = peer;
+    p.send = send;
+    p.recv = recv;
+    p.stream = call.stream;
+    parts.push_back(p);
+  };
+  // Rank r's piece of the root's buffer: bytes [r x bytes, (r + 1) x bytes).
+  const auto piece = [&](const void* buffer, int rank) {
+    return static_cast<uint8_t*>(const_cast<void*>(buffer)) + uint64_t(rank) * bytes;
+  };
+  if (comm.rank == root) {
+    for (int rank = 0; rank < comm.worldSize; ++rank) {
+      if (gather) {
+        if (rank == root) part(Call::kSend, root, call.send, nullptr);
+        part(Call::kRecv, rank, nullptr, piece(call.recv, rank));
+      } else {
+        part(Call::kSend, rank, piece(call.send, rank), nullptr);
+        if (rank == root) part(Call::kRecv, root, nullptr, call.recv);
+      }
+    }
+  } else {
+    gather ? part(Call::kSend, root, call.send, nullptr) : part(Call::kRecv, root, nullptr, call.recv);
+  }
+  std::vector<std::pair<const PendingCall*, Decision>> calls;
+  for (const PendingCall& p : parts) calls.emplace_back(&p, decision);
+  runPointToPoint(comm, calls);
+}
+
 }  // namespace loom::nccl

@@ -31,4 +31,8 @@ namespace loom::nccl {
 std::vector<const PendingCall*> runPointToPoint(ncclComm& comm,
                                                 const std::vector<std::pair<const PendingCall*, Decision>>& calls);
 
+// ncclGather or ncclScatter (`call`, whose decision is kLoom) as the sends and receives between the root and
+// each rank, run as above: the root's own piece is a local copy.
+void runGatherOrScatter(ncclComm& comm, const PendingCall& call, const Decision& decision);
+
 }  // namespace loom::nccl

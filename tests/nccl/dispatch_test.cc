@@ -101,8 +101,10 @@ TEST(NcclDispatch, TableOfDecisions) {
       {"reduce to root 3: no bundled plan (the library's JIT compiles one)", reduceToRoot3, Route::kForward,
        Reason::kNoPlan},
       {"reduce, prod", call(Call::kReduce, 1024, 8, ncclFloat32, ncclProd), Route::kForward, Reason::kOpMissing},
-      {"gather", call(Call::kGather, 1024), Route::kForward, Reason::kNoLoomCollective},
-      {"scatter", call(Call::kScatter, 1024), Route::kForward, Reason::kNoLoomCollective},
+      // Gather and scatter go over the point-to-point path, which runs two ranks.
+      {"gather on 8 ranks", call(Call::kGather, 1024), Route::kForward, Reason::kPointToPointWorld},
+      {"scatter on 8 ranks", call(Call::kScatter, 1024), Route::kForward, Reason::kPointToPointWorld},
+      {"gather on 2 ranks", call(Call::kGather, 1024, 2), Route::kForward, Reason::kNoPlan},
       // Send/recv run on all-to-all-v plans of the pair, none of them bundled: the library's JIT compiles one.
       {"send on 2 ranks", call(Call::kSend, 256, 2), Route::kForward, Reason::kNoPlan},
       {"recv on 2 ranks", call(Call::kRecv, 256, 2), Route::kForward, Reason::kNoPlan},

@@ -284,6 +284,32 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     return result;
   }
 #endif
+#if defined(LOOM_NCCL_HAS_NCCLGATHER) && defined(LOOM_NCCL_HAS_NCCLSCATTER)
+  if (name == "gather" || name == "scatter") {
+    // gather:COUNT:TYPE:ROOT: rank p's piece holds p * 100 + i % 17. scatter:COUNT:TYPE:ROOT: the root's
+    // piece for rank p holds the same, which rank p receives.
+    const size_t c = count();
+    const ncclDataType_t type = typeOf(args.at(2));
+    const int root = std::stoi(args.at(3));
+    Buffer& whole = keep.emplace_back(c * n, type);
+    Buffer& piece = keep.emplace_back(c, type);
+    auto value = [&](int p, size_t i) { return p * 100.0 + double(i % 17); };
+    if (name == "gather") {
+      for (size_t i = 0; i < c; ++i) piece.set(i, value(r, i));
+      const ncclResult_t result = ncclGather(piece.at(0), whole.at(0), c, type, root, me.comm, nullptr);
+      for (int p = 0; p < n && r == root; ++p) {
+        for (size_t i = 0; i < c; ++i) check.expect(whole, size_t(p) * c, i, value(p, i));
+      }
+      return result;
+    }
+    for (int p = 0; p < n && r == root; ++p) {
+      for (size_t i = 0; i < c; ++i) whole.set(size_t(p) * c + i, value(p, i));
+    }
+    const ncclResult_t result = ncclScatter(whole.at(0), piece.at(0), c, type, root, me.comm, nullptr);
+    for (size_t i = 0; i < c; ++i) check.expect(piece, 0, i, value(r, i));
+    return result;
+  }
+#endif
   if (name == "send" || name == "recv") {
     const size_t c = count();
     const ncclDataType_t type = typeOf(args.at(2));
