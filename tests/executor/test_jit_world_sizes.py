@@ -20,7 +20,6 @@ from loom.compiler.jit_plans import COUNTED_CHOICES, JIT_COLLECTIVES, choose, pl
 from loom.errors import LoomError  # noqa: E402
 from rank_threads import run_local_ranks  # noqa: E402
 
-
 FIXED_SIZE = [collective for collective in JIT_COLLECTIVES if collective not in COUNTED_CHOICES]
 
 
