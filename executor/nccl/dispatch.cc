@@ -168,6 +168,8 @@ std::string_view reasonName(Reason reason) {
       return "point_to_point_world";
     case Reason::kPointToPointSelf:
       return "point_to_point_self";
+    case Reason::kPointToPointLink:
+      return "point_to_point_link";
     case Reason::kNotListed:
       return "not_listed";
     case Reason::kOpMissing:
@@ -305,15 +307,16 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
   if (pointToPoint && call.toSelf && !call.grouped) return forward(Reason::kPointToPointSelf);
   // Gather and scatter are sends and receives between the root and each rank.
   const bool overPointToPoint = pointToPoint || call.call == Call::kGather || call.call == Call::kScatter;
-  if (overPointToPoint && !call.toSelf && call.worldSize != 2) return forward(Reason::kPointToPointWorld);
+  if (overPointToPoint && !pointToPoint && call.worldSize != 2) return forward(Reason::kPointToPointWorld);
   if (!settings.allowsOnLoom(collective)) return forward(Reason::kNotListed);
   if (overPointToPoint) {
-    // Sends and receives, alone or grouped, run as counted calls of an all-to-all-v plan of the two ranks:
-    // both ends of a message take this route, whatever each one's grouping.
+    // Sends and receives, alone or grouped, run as counted calls of an all-to-all-v plan of the two ranks
+    // (point_to_point.hpp): both ends of a message take this route, whatever each one's grouping. On more
+    // than two ranks, over a link of the pair, where the plan is chosen.
     decision.collective = Collective::kAllToAllV;
-    if (call.toSelf) {
+    if (call.toSelf || call.worldSize != 2) {
       decision.route = Route::kLoom;
-      decision.reason = Reason::kPointToPointSelf;
+      decision.reason = call.toSelf ? Reason::kPointToPointSelf : Reason::kPointToPointLink;
       return decision;
     }
   }
@@ -374,9 +377,11 @@ std::string why(const CallInfo& call, const Decision& decision) {
     case Reason::kForced:
       return "LOOM_NCCL_FORCE_NCCL is set";
     case Reason::kPointToPointWorld:
-      return "Loom runs send/recv (and gather and scatter over them) in this library on 2-rank communicators "
-             "only (this one has " +
+      return "Loom runs gather and scatter (over send/recv) in this library on 2-rank communicators only (this "
+             "one has " +
              std::to_string(call.worldSize) + ")";
+    case Reason::kPointToPointLink:
+      return "a send/recv over the link of the two ranks (a communicator of two, made by their first message)";
     case Reason::kPointToPointSelf:
       return call.grouped ? "a send/recv of this rank to itself, paired in its group: a local copy"
                           : "a send/recv of this rank to itself outside a group";

@@ -495,6 +495,9 @@ void connectFinish(const std::vector<ncclComm*>& comms) {
 }
 
 void destroy(ncclComm* comm, bool abort) {
+  for (auto& [peer, link] : comm->links) destroy(link.get(), abort);
+  comm->links.clear();
+  if (comm->linkStream != nullptr) cudaStreamDestroy(comm->linkStream);
   comm->worker.reset();
   if (comm->coverage) comm->coverage->close();
   if (comm->realComm != nullptr) {
@@ -535,7 +538,8 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
       return ncclSuccess;
     }
   }
-  noteAndCount(*comm, info, decision);
+  // A send/recv over a link is counted where its link chooses its plan (point_to_point.cc).
+  if (decision.reason != Reason::kPointToPointLink) noteAndCount(*comm, info, decision);
   switch (decision.route) {
     case Route::kNothing:
       return ncclSuccess;
@@ -569,6 +573,8 @@ bool resolveDeferredJit(ncclComm& comm, const PendingCall& call, Decision& decis
   return decision.route == Route::kLoom;
 }
 
+void noteCall(ncclComm& comm, const CallInfo& info, const Decision& decision) { noteAndCount(comm, info, decision); }
+
 std::vector<const PendingCall*> runPointToPointOnLoom(
     ncclComm& comm, const std::vector<std::pair<const PendingCall*, Decision>>& calls) {
   const DeviceScope onCommDevice(comm);
@@ -586,8 +592,8 @@ void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision
   const CallInfo& info = call.info;
   void* stream = call.stream;
   if (info.call == Call::kSend || info.call == Call::kRecv) {
-    // A lone send or receive: a group of one (its decision is kLoom, so nothing goes to NCCL).
-    runPointToPoint(comm, {{&call, decision}});
+    // A lone send or receive: a group of one, which its link may still hand to NCCL (no plan there).
+    for (const PendingCall* forwarded : runPointToPoint(comm, {{&call, decision}})) forward(comm, *forwarded);
     return;
   }
   if (info.call == Call::kGather || info.call == Call::kScatter) return runGatherOrScatter(comm, call, decision);

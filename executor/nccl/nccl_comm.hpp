@@ -82,6 +82,10 @@ struct ncclComm {
   std::shared_ptr<loom::nccl::CommunicatorCoverage> coverage;
   // Runs this communicator's calls when a group holds calls of several communicators of this process.
   std::unique_ptr<loom::nccl::CommWorker> worker;
+  // Send/recv on more than two ranks: per peer, a communicator of the two (Loom's side only), made by their
+  // first message (point_to_point.hpp); on a GPU each runs on a stream of its own.
+  std::map<int, std::unique_ptr<ncclComm>> links;
+  cudaStream_t linkStream = nullptr;  // a link's own stream (links only, GPU only)
 
   loom::nccl::Capabilities capabilities() const { return {executor != nullptr, realComm != nullptr}; }
 };
@@ -125,6 +129,8 @@ bool resolveDeferredJit(ncclComm& comm, const PendingCall& call, Decision& decis
 // that go to NCCL after all.
 std::vector<const PendingCall*> runPointToPointOnLoom(
     ncclComm& comm, const std::vector<std::pair<const PendingCall*, Decision>>& calls);
+// The log line of a call's outcome and its count in the communicator's coverage summary.
+void noteCall(ncclComm& comm, const CallInfo& info, const Decision& decision);
 // Hands a call to the real NCCL.
 void forward(ncclComm& comm, const PendingCall& call);
 // Throws Failure when the real NCCL returned an error, with its text.

@@ -4,9 +4,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 
+#include "jit_plans.hpp"
+#include "loom/bootstrap_split.hpp"
+#include "loom/cache_dir.hpp"
 #include "loom/error.hpp"
+#include "loom/plan_registry.hpp"
+#include "loom/transport.hpp"
 #include "result.hpp"
 
 namespace loom::nccl {
@@ -38,7 +45,6 @@ void follow(cudaStream_t waiting, cudaStream_t done) {
 struct Round {
   const PendingCall* send = nullptr;
   const PendingCall* recv = nullptr;
-  const Decision* plan = nullptr;  // the decision whose plan runs the round: its larger message's
 };
 
 // Pairs the calls per peer in call order. Both ends of a message count it in the same round.
@@ -67,7 +73,10 @@ void runSelf(ncclComm& comm, const std::vector<const PendingCall*>& sends,
   }
 }
 
-void runRound(ncclComm& comm, const Round& round) {
+// One round on `comm` (the communicator of two ranks, or a link). On a link's own stream (`linkStream`),
+// which first waits for the calls' streams and which they then wait for; else on the round's first
+// call's stream.
+void runRound(ncclComm& comm, const Round& round, const Plan& plan, cudaStream_t linkStream = nullptr) {
   const int peer = 1 - comm.rank;
   CountedCall call;
   call.sends.assign(2, MessageEntry{});
@@ -84,10 +93,107 @@ void runRound(ncclComm& comm, const Round& round) {
   }
   const PendingCall& first = round.send ? *round.send : *round.recv;
   const PendingCall* other = round.send && round.recv ? round.recv : nullptr;
-  const bool gpu = !comm.settings.cpuBackend;
-  if (gpu && other) follow(first.stream, other->stream);
-  comm.executor->executeCounted(*round.plan->plan, call, first.stream);
-  if (gpu && other) follow(other->stream, first.stream);
+  if (comm.settings.cpuBackend) {
+    comm.executor->executeCounted(plan, call, nullptr);
+    return;
+  }
+  cudaStream_t stream = linkStream != nullptr ? linkStream : first.stream;
+  follow(stream, first.stream);
+  if (other) follow(stream, other->stream);
+  comm.executor->executeCounted(plan, call, stream);
+  follow(first.stream, stream);
+  if (other) follow(other->stream, stream);
+}
+
+// The link of this rank and `peer`, made now if this is their first message: collective over the two
+// (they meet over the parent's bootstrap). Its ranks: the lower parent rank is 0.
+ncclComm& linkTo(ncclComm& comm, int peer) {
+  std::unique_ptr<ncclComm>& link = comm.links[peer];
+  if (link) return *link;
+  auto made = std::make_unique<ncclComm>();
+  made->origin = "link of comm " + std::to_string(comm.serial) + " between ranks " +
+                 std::to_string(std::min(comm.rank, peer)) + " and " + std::to_string(std::max(comm.rank, peer));
+  made->settings = comm.settings;
+  made->cudaDevice = comm.cudaDevice;
+  made->worldSize = 2;
+  made->bootstrap =
+      subgroupBootstrap(*comm.bootstrap, {std::min(comm.rank, peer), std::max(comm.rank, peer)}).bootstrap;
+  made->rank = made->bootstrap->rank();
+  made->communicator =
+      std::make_shared<Communicator>(made->bootstrap, IbConfig::fromEnvironment(),
+                                     comm.settings.cpuBackend ? Communicator::kHostOnly : comm.cudaDevice);
+  made->executor = std::make_unique<Executor>(made->communicator, comm.executor.get());
+  made->ranksPerNode = uint32_t(made->communicator->localWorldSize());
+  if (!comm.settings.cpuBackend) {
+    const cudaError_t status = cudaStreamCreateWithFlags(&made->linkStream, cudaStreamNonBlocking);
+    if (status != cudaSuccess) {
+      throw Error(ErrorCategory::kCuda,
+                  std::string("cudaStreamCreateWithFlags (a send/recv link's stream): ") + cudaGetErrorString(status));
+    }
+  }
+  made->ready = true;
+  link = std::move(made);
+  return *link;
+}
+
+// The plan of a round over a link, chosen by its larger message (the peer's choice too): a registered
+// all-to-all-v plan of the two ranks, else the link's JIT plan (collective over the link); null when there
+// is none (two ranks on different nodes: alltoallv_fullmesh runs one node), and the round goes to NCCL.
+std::shared_ptr<const Plan> linkPlan(ncclComm& link, const PendingCall& larger, Decision& decision) {
+  CallInfo info = larger.info;
+  info.worldSize = 2;
+  info.ranksPerNode = link.ranksPerNode;
+  info.grouped = false;
+  info.toSelf = false;
+  decision = Decision{};
+  decision.collective = Collective::kAllToAllV;
+  decision.dataType = DataType::kFloat32;
+  const SelectionRequest request = selectionRequestFor(info, decision.collective, decision.dataType, decision.op);
+  decision.plan = PlanRegistry::global().select(request);
+  decision.messageBytes = request.messageBytes;
+  if (!decision.plan && link.settings.jit && defaultPlansEnabled()) useJitPlan(link, info, decision);
+  if (!decision.plan) return nullptr;
+  decision.route = Route::kLoom;
+  decision.reason = Reason::kPlan;
+  return decision.plan;
+}
+
+// The rounds with each peer over its link, peers in ascending order: every rank takes its pairs in one
+// global order (by lower, then higher rank), so with calls that block (link setup, the CPU backend's
+// launches) the first pair pending anywhere can always go on. Calls whose link has no plan are returned.
+std::vector<const PendingCall*> runOverLinks(ncclComm& comm, const std::vector<const PendingCall*>& sends,
+                                             const std::vector<const PendingCall*>& recvs) {
+  std::map<int, std::pair<std::vector<const PendingCall*>, std::vector<const PendingCall*>>> byPeer;
+  for (const PendingCall* call : sends) byPeer[call->peer].first.push_back(call);
+  for (const PendingCall* call : recvs) byPeer[call->peer].second.push_back(call);
+  std::vector<const PendingCall*> forwarded;
+  for (const auto& [peer, messages] : byPeer) {
+    ncclComm& link = linkTo(comm, peer);
+    for (Round& round : rounds(messages.first, messages.second)) {
+      Decision decision;
+      const PendingCall* larger = round.send;
+      if (!larger || (round.recv && bytesOf(*round.recv) > bytesOf(*round.send))) larger = round.recv;
+      const std::shared_ptr<const Plan> plan = linkPlan(link, *larger, decision);
+      if (!plan) {
+        Decision forwarding = decision;
+        forwarding.route = comm.realComm != nullptr ? Route::kForward : Route::kFail;
+        for (const PendingCall* call : {round.send, round.recv}) {
+          if (!call) continue;
+          noteCall(comm, call->info, forwarding);
+          if (forwarding.route == Route::kFail) {
+            throw Failure(ncclInvalidUsage, describe(call->info, forwarding) + ": " + comm.realMissing);
+          }
+          forwarded.push_back(call);
+        }
+        continue;
+      }
+      for (const PendingCall* call : {round.send, round.recv}) {
+        if (call) noteCall(comm, call->info, decision);
+      }
+      runRound(link, round, *plan, link.linkStream);
+    }
+  }
+  return forwarded;
 }
 
 }  // namespace
@@ -111,18 +217,17 @@ std::vector<const PendingCall*> runPointToPoint(ncclComm& comm,
     }
   }
   runSelf(comm, selfSends, selfRecvs);
-  if ((!peerSends.empty() || !peerRecvs.empty()) && comm.worldSize != 2) {
-    throw Failure(ncclInternalError, "send/recv between ranks runs on Loom on communicators of two ranks only");
+  if (comm.worldSize != 2) {
+    for (const PendingCall* call : runOverLinks(comm, peerSends, peerRecvs)) forwarded.push_back(call);
+    return forwarded;
   }
-  std::vector<Round> peerRounds = rounds(peerSends, peerRecvs);
-  for (Round& round : peerRounds) {
+  for (const Round& round : rounds(peerSends, peerRecvs)) {
     // The plan of the round's larger message, which the peer picks too (its send is this rank's receive).
     const PendingCall* larger = round.send;
     if (!larger || (round.recv && bytesOf(*round.recv) > bytesOf(*round.send))) larger = round.recv;
     for (const auto& [call, decision] : resolved) {
-      if (call == larger) round.plan = &decision;
+      if (call == larger) runRound(comm, round, *decision.plan);
     }
-    runRound(comm, round);
   }
   return forwarded;
 }

@@ -1,18 +1,22 @@
 #pragma once
 
-// ncclSend/ncclRecv on Loom (issue 39), on communicators of two ranks (and, to the rank itself, inside a
-// group, of any size: a local copy): the sends and receives of one
-// group (a lone call is a group of one) run as counted calls of an all-to-all-v plan of the pair
-// (Executor::executeCounted), with no staging copy: bytes go from the sender's buffer straight into the
-// receiver's.
+// ncclSend/ncclRecv on Loom (issue 39): the sends and receives of one group (a lone call is a group of
+// one) run as counted calls of an all-to-all-v plan of two ranks (Executor::executeCounted), with no
+// staging copy: bytes go from the sender's buffer straight into the receiver's. On a communicator of two
+// ranks, on that communicator; on a larger one, over a *link* per peer: a communicator of the two ranks
+// (Loom's side only, sharing the parent's proxy), made by their first message, collectively over the two,
+// with a stream of its own on the GPU, so that a group's rounds with different peers run side by side.
+// A link whose ranks sit on different nodes has no plan yet (alltoallv_fullmesh runs one node): its
+// messages go to NCCL, on both ends alike.
 //
 // Pairing is NCCL's: per peer, the k-th send to a peer meets the k-th receive that peer posts from this
-// rank. Round k of a group is the k-th send to the peer and the k-th receive from it (either may be
-// absent: zero bytes), one launch; a group with one message each way, the common case (a pipeline stage's
-// exchange, an all-to-all of two ranks), is one launch. Both ends count the same rounds, since their
-// sends and receives match. Sends to this rank itself pair with its receives from itself in the same
-// way and run as local copies on the receive's stream, outside the rounds (the other rank does not take
-// part in them). Data types may differ within a group: only bytes move.
+// rank. Round k with a peer is the k-th send to it and the k-th receive from it (either may be absent:
+// zero bytes), one launch; a group with one message each way, the common case (a pipeline stage's
+// exchange, an all-to-all of two ranks), is one launch per peer. Both ends count the same rounds, since
+// their sends and receives match, and pick the plan of the round's larger message. Sends to this rank
+// itself pair with its receives from itself in the same way and run as local copies on the receive's
+// stream, outside the rounds (the peers do not take part in them). Data types may differ within a group:
+// only bytes move.
 //
 // A round runs on its send's stream (else its receive's); where the other call of the round names another
 // stream, the two wait for each other through events (captured as edges in a CUDA graph).

@@ -110,7 +110,7 @@ TEST(NcclDispatch, TableOfDecisions) {
       {"recv on 2 ranks", call(Call::kRecv, 256, 2), Route::kForward, Reason::kNoPlan},
       {"send in a group", grouped, Route::kForward, Reason::kNoPlan},
       {"send while capturing", capturedSend, Route::kForward, Reason::kNoPlan},
-      {"send on 8 ranks", call(Call::kSend, 256, 8), Route::kForward, Reason::kPointToPointWorld},
+      {"send on 8 ranks: over the pair's link", call(Call::kSend, 256, 8), Route::kLoom, Reason::kPointToPointLink},
       {"send to itself alone", self, Route::kForward, Reason::kPointToPointSelf},
       {"send to itself in a group: a local copy", groupedSelf, Route::kLoom, Reason::kPointToPointSelf},
       {"send to itself in a group of 8 ranks", groupedSelf8, Route::kLoom, Reason::kPointToPointSelf},
