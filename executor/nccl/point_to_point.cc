@@ -26,8 +26,8 @@ std::string named(const PendingCall& call) {
          " bytes";
 }
 
-// Makes `main` wait for what is enqueued on `other` so far, or `other` for `main`: an event recorded on
-// one and waited for by the other (under graph capture, an edge between their nodes).
+// Makes `waiting` wait for what is enqueued on `done` so far: an event recorded on one and waited for by the
+// other (under graph capture, an edge between their nodes).
 void follow(cudaStream_t waiting, cudaStream_t done) {
   if (waiting == done) return;
   cudaEvent_t event = nullptr;
