@@ -844,3 +844,38 @@ def test_send_and_recv_on_more_ranks_run_over_links_of_two(world: int, tmp_path:
     log = [line.split()[1] for line in _fake_log(tmp_path)]
     assert "ncclSend" not in log and "ncclRecv" not in log, log
     assert output.count("compiled plan 'alltoallv_fullmesh_2r") >= 1, output
+
+
+def test_links_between_processes_carry_send_and_recv(tmp_path: Path) -> None:
+    # Three processes: each pair's link is a communicator of two processes, whose host buffers are staged in
+    # shared memory (the multi-process CPU backend), made by the pair's first message.
+    world = 3
+    steps = ["group"]
+    for rank in range(world):
+        steps += [f"r{rank}@send:{50 + rank}:float32:{(rank + 1) % world}"]
+        steps += [f"r{rank}@recv:{50 + (rank - 1) % world}:float32:{(rank - 1) % world}:check"]
+    steps = ";".join([*steps, "end", "r2@send:8:int32:0", "r0@recv:8:int32:2:check"])
+    env = _env(tmp_path)
+    root = subprocess.Popen(
+        [str(_built(DRIVER)), "root", str(world), steps],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    hexid = root.stdout.readline().split()[1]
+    others = [
+        subprocess.Popen(
+            [str(DRIVER), "rank", hexid, str(rank), str(world), steps],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for rank in range(1, world)
+    ]
+    output = root.communicate(timeout=TIMEOUT_S)[0] + "".join(p.communicate(timeout=TIMEOUT_S)[0] for p in others)
+    assert root.returncode == 0 and all(p.returncode == 0 for p in others), output
+    checks = [line for line in output.splitlines() if " check " in line]
+    assert len(checks) == world + 1 and all(line.endswith("check ok") for line in checks), output
+    assert "ncclSend" not in [line.split()[1] for line in _fake_log(tmp_path)], output
