@@ -498,6 +498,7 @@ void destroy(ncclComm* comm, bool abort) {
   for (auto& [peer, link] : comm->links) destroy(link.get(), abort);
   comm->links.clear();
   if (comm->linkStream != nullptr) cudaStreamDestroy(comm->linkStream);
+  if (comm->orderEvent != nullptr) cudaEventDestroy(comm->orderEvent);
   comm->worker.reset();
   if (comm->coverage) comm->coverage->close();
   if (comm->realComm != nullptr) {

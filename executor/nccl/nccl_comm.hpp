@@ -86,6 +86,7 @@ struct ncclComm {
   // first message (point_to_point.hpp); on a GPU each runs on a stream of its own.
   std::map<int, std::unique_ptr<ncclComm>> links;
   cudaStream_t linkStream = nullptr;  // a link's own stream (links only, GPU only)
+  cudaEvent_t orderEvent = nullptr;   // orders the streams of its send/recv rounds (point_to_point.cc)
 
   loom::nccl::Capabilities capabilities() const { return {executor != nullptr, realComm != nullptr}; }
 };

@@ -26,15 +26,15 @@ std::string named(const PendingCall& call) {
          " bytes";
 }
 
-// Makes `waiting` wait for what is enqueued on `done` so far: an event recorded on one and waited for by the
-// other (under graph capture, an edge between their nodes).
-void follow(cudaStream_t waiting, cudaStream_t done) {
+// Makes `waiting` wait for what is enqueued on `done` so far: `comm`'s event (made on first use, then
+// reused: a wait takes the record made just before it) recorded on one and waited for by the other (under
+// graph capture, an edge between their nodes). A communicator's calls run on one thread at a time.
+void follow(ncclComm& comm, cudaStream_t waiting, cudaStream_t done) {
   if (waiting == done) return;
-  cudaEvent_t event = nullptr;
-  cudaError_t status = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-  if (status == cudaSuccess) status = cudaEventRecord(event, done);
-  if (status == cudaSuccess) status = cudaStreamWaitEvent(waiting, event, 0);
-  if (event != nullptr) cudaEventDestroy(event);  // released once the wait has happened
+  cudaError_t status = cudaSuccess;
+  if (comm.orderEvent == nullptr) status = cudaEventCreateWithFlags(&comm.orderEvent, cudaEventDisableTiming);
+  if (status == cudaSuccess) status = cudaEventRecord(comm.orderEvent, done);
+  if (status == cudaSuccess) status = cudaStreamWaitEvent(waiting, comm.orderEvent, 0);
   if (status != cudaSuccess) {
     throw Error(ErrorCategory::kCuda,
                 std::string("ordering the streams of a send/recv group: ") + cudaGetErrorString(status));
@@ -67,9 +67,9 @@ void runSelf(ncclComm& comm, const std::vector<const PendingCall*>& sends,
       throw Failure(ncclInvalidUsage, "rank " + std::to_string(comm.rank) + ": a " + named(*round.send) +
                                           " to itself meets a " + named(*round.recv) + "; they must be equally long");
     }
-    if (!comm.settings.cpuBackend) follow(round.recv->stream, round.send->stream);
+    if (!comm.settings.cpuBackend) follow(comm, round.recv->stream, round.send->stream);
     localCopy(comm, round.recv->recv, round.send->send, bytesOf(*round.send), round.recv->stream);
-    if (!comm.settings.cpuBackend) follow(round.send->stream, round.recv->stream);
+    if (!comm.settings.cpuBackend) follow(comm, round.send->stream, round.recv->stream);
   }
 }
 
@@ -91,18 +91,28 @@ void runRound(ncclComm& comm, const Round& round, const Plan& plan, cudaStream_t
     call.outputBytes = bytesOf(*round.recv);
     call.receives[size_t(peer)] = {0, call.outputBytes};
   }
-  const PendingCall& first = round.send ? *round.send : *round.recv;
-  const PendingCall* other = round.send && round.recv ? round.recv : nullptr;
   if (comm.settings.cpuBackend) {
     comm.executor->executeCounted(plan, call, nullptr);
     return;
   }
-  cudaStream_t stream = linkStream != nullptr ? linkStream : first.stream;
-  follow(stream, first.stream);
-  if (other) follow(stream, other->stream);
+  // The calls' streams, each once (a round's two calls are mostly on one).
+  cudaStream_t callStreams[2] = {(round.send ? round.send : round.recv)->stream, nullptr};
+  if (round.send && round.recv && round.recv->stream != callStreams[0]) callStreams[1] = round.recv->stream;
+  cudaStream_t stream = linkStream != nullptr ? linkStream : callStreams[0];
+  for (cudaStream_t callStream : callStreams) {
+    if (callStream != nullptr) follow(comm, stream, callStream);
+  }
   comm.executor->executeCounted(plan, call, stream);
-  follow(first.stream, stream);
-  if (other) follow(other->stream, stream);
+  for (cudaStream_t callStream : callStreams) {
+    if (callStream != nullptr) follow(comm, callStream, stream);
+  }
+}
+
+// The round's larger message, whose plan runs the round: the peer picks the same one (its send is this
+// rank's receive).
+const PendingCall& largerOf(const Round& round) {
+  if (!round.send || (round.recv && bytesOf(*round.recv) > bytesOf(*round.send))) return *round.recv;
+  return *round.send;
 }
 
 // The link of this rank and `peer`, made now if this is their first message: collective over the two
@@ -171,9 +181,7 @@ std::vector<const PendingCall*> runOverLinks(ncclComm& comm, const std::vector<c
     ncclComm& link = linkTo(comm, peer);
     for (Round& round : rounds(messages.first, messages.second)) {
       Decision decision;
-      const PendingCall* larger = round.send;
-      if (!larger || (round.recv && bytesOf(*round.recv) > bytesOf(*round.send))) larger = round.recv;
-      const std::shared_ptr<const Plan> plan = linkPlan(link, *larger, decision);
+      const std::shared_ptr<const Plan> plan = linkPlan(link, largerOf(round), decision);
       if (!plan) {
         Decision forwarding = decision;
         forwarding.route = comm.realComm != nullptr ? Route::kForward : Route::kFail;
@@ -222,11 +230,8 @@ std::vector<const PendingCall*> runPointToPoint(ncclComm& comm,
     return forwarded;
   }
   for (const Round& round : rounds(peerSends, peerRecvs)) {
-    // The plan of the round's larger message, which the peer picks too (its send is this rank's receive).
-    const PendingCall* larger = round.send;
-    if (!larger || (round.recv && bytesOf(*round.recv) > bytesOf(*round.send))) larger = round.recv;
     for (const auto& [call, decision] : resolved) {
-      if (call == larger) runRound(comm, round, *decision.plan);
+      if (call == &largerOf(round)) runRound(comm, round, *decision.plan);
     }
   }
   return forwarded;

@@ -462,8 +462,8 @@ void checkWorldSize(const Plan& plan, const Communicator& comm) {
 }
 
 // A counted call's entries against its buffers and plan, on the host (the device checks entries it
-// reads from memory itself). Returns the largest entry.
-uint64_t checkEntries(const Plan& plan, const CountedCall& call, uint32_t rank) {
+// reads from memory itself).
+void checkEntries(const Plan& plan, const CountedCall& call, uint32_t rank) {
   const size_t n = plan.worldSize;
   uint64_t largest = 0;
   const auto check = [&](const std::vector<MessageEntry>& entries, const char* name, uint64_t limit,
@@ -493,7 +493,6 @@ uint64_t checkEntries(const Plan& plan, const CountedCall& call, uint32_t rank) 
     throw invalid("sends, receives: an entry of " + std::to_string(largest) + " bytes is above the largest plan '" +
                   plan.name + "' takes (" + std::to_string(plan.maxMessageBytes) + ")");
   }
-  return largest;
 }
 
 }  // namespace
