@@ -214,7 +214,8 @@ TEST(BootstrapTest, RanksThatTimeOutBeforeTheRootAskItWhoIsMissing) {
 }
 
 TEST(BootstrapTest, RootThatNeverArrivesIsNamed) {
-  // A port with nothing listening: bind one, note it, close it.
+  // A port with nothing listening: bind one and keep it bound without listen(), so connecting is refused
+  // and no test running beside this one can be handed the same port (closing it first let that happen).
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -222,7 +223,6 @@ TEST(BootstrapTest, RootThatNeverArrivesIsNamed) {
   ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   socklen_t length = sizeof(address);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
   std::string where = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
   UniqueId id = UniqueId::fromAddress(where, UniqueId::randomSecret());
   Clock::time_point start = Clock::now();
@@ -230,6 +230,7 @@ TEST(BootstrapTest, RootThatNeverArrivesIsNamed) {
       [&] { Bootstrap(1, 2, id, 500); }, ErrorCategory::kTimeout,
       {"rank 1 of 2", "the root (rank 0) at " + where + " could not be reached within 500 ms", "Connection refused"});
   EXPECT_LT(msSince(start), 1500);
+  ::close(fd);
 }
 
 // A raw TCP client for the tests that play an impostor.
