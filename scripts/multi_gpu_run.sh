@@ -16,7 +16,7 @@
 #   scripts/multi_gpu_run.sh split-bench # bench/nccl_bench.py --split: a split group's all-reduce beside the default's
 #   scripts/multi_gpu_run.sh runtime     # the runtime's GPU tests (tests/runtime/test_runtime_gpu.py), GoogleTest built first
 #   scripts/multi_gpu_run.sh peers       # bench/peers.py: NCCL, torch symmetric memory and Loom in the same processes
-#   scripts/multi_gpu_run.sh alltoallv   # all-to-all-v on every GPU and with 4 and 8 ranks sharing GPU 0 (issue 39)
+#   scripts/multi_gpu_run.sh alltoallv   # all-to-all-v and symmetric windows on every GPU and with 4 and 8 ranks sharing GPU 0 (issue 39)
 #   scripts/multi_gpu_run.sh p2p-check   # send/recv through the library: torch pipeline, MoE, nccl-tests (issue 39)
 #   scripts/multi_gpu_run.sh p2p         # bench/p2p_bench.py: send/recv, exchange and all-to-all-v, NCCL beside the library
 #   scripts/multi_gpu_run.sh mscclpp     # MSCCL++ built offline (scripts/mscclpp_build.sh), its NCCL library a peer in bench/peers.py
@@ -253,6 +253,9 @@ case $stage in
     # splits) on every GPU, and 4 and 8 ranks sharing GPU 0.
     step alltoallv_gpu 200 "${pytest[@]}" tests/executor/test_executor_gpu.py -k all_to_all_v
     step alltoallv_shared 200 "${pytest[@]}" tests/executor/test_shared_gpu.py -k all_to_all_v
+    # Symmetric windows (registered buffers): calls in them exchange no addresses, eagerly and in graphs.
+    step windows_gpu 150 "${pytest[@]}" tests/executor/test_executor_gpu.py -k symmetric_windows
+    step windows_shared 150 "${pytest[@]}" tests/executor/test_shared_gpu.py -k symmetric_windows
     ;;
   p2p-check)
     # Issue 39: send/recv through the library on two ranks: a torch pipeline, MoE all_to_all_single with

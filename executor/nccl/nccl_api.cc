@@ -16,6 +16,7 @@
 #include "real_nccl.hpp"
 #include "result.hpp"
 #include "unique_id_format.hpp"
+#include "windows.hpp"
 
 using loom::nccl::Call;
 using loom::nccl::Failure;
@@ -260,25 +261,20 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 #endif
 
 #ifdef LOOM_NCCL_HAS_NCCLCOMMWINDOWREGISTER
+// Collective. With NCCL_WIN_COLL_SYMMETRIC, Loom's calls on buffers in the window exchange no addresses
+// (windows.hpp); the real NCCL registers it too.
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
   return guarded("ncclCommWindowRegister", comm, [&] {
     ncclComm& self = need(comm);
-    ncclComm_t real = realCommFor(self, "ncclCommWindowRegister");
-    loom::nccl::checkReal(self,
-                          needFunction(self, self.real->ncclCommWindowRegister, "ncclCommWindowRegister")(
-                              real, buff, size, win, winFlags),
-                          "ncclCommWindowRegister");
+    if (win == nullptr) throw Failure(ncclInvalidArgument, "win: null");
+    *win = loom::nccl::registerWindow(self, buff, size, winFlags);
     return ncclSuccess;
   });
 }
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   return guarded("ncclCommWindowDeregister", comm, [&] {
-    ncclComm& self = need(comm);
-    ncclComm_t real = realCommFor(self, "ncclCommWindowDeregister");
-    loom::nccl::checkReal(
-        self, needFunction(self, self.real->ncclCommWindowDeregister, "ncclCommWindowDeregister")(real, win),
-        "ncclCommWindowDeregister");
+    loom::nccl::deregisterWindow(need(comm), win);
     return ncclSuccess;
   });
 }

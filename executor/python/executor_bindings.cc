@@ -92,6 +92,23 @@ void bindExecutor(py::module_& module) {
           py::arg("input"), py::arg("output"), py::arg("bytes"), py::arg("stream") = 0,
           "A copy between this rank's buffers (a call of a job of one rank, a send to itself) on the stream.")
       .def(
+          "register_window",
+          [](Executor& executor, uint64_t base, uint64_t bytes) {
+            py::gil_scoped_release release;
+            return executor.registerWindow(reinterpret_cast<void*>(base), bytes);
+          },
+          py::arg("base"), py::arg("bytes"),
+          "Collective: this rank's bytes at base become a symmetric window (every rank registers one of the same "
+          "bytes at the same call and uses it at the same offsets); calls on buffers in windows exchange no "
+          "addresses. Returns the window's handle.")
+      .def(
+          "deregister_window",
+          [](Executor& executor, uint64_t window) {
+            py::gil_scoped_release release;
+            executor.deregisterWindow(window);
+          },
+          py::arg("window"), "Collective: waits for the calls in flight and forgets the window.")
+      .def(
           "abort",
           [](Executor& executor, int64_t waitMs) {
             py::gil_scoped_release release;
@@ -115,6 +132,8 @@ void bindExecutor(py::module_& module) {
         out["proxy_memories"] = stats.proxyMemories;
         out["proxy_sharers"] = stats.proxySharers;
         out["freed_buffer_contexts_dropped"] = stats.freedBufferContextsDropped;
+        out["buffer_exchanges"] = stats.bufferExchanges;
+        out["window_calls"] = stats.windowCalls;
         out["launches"] = stats.launches;
         return out;
       });

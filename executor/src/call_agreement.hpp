@@ -32,7 +32,8 @@ struct CallShape {
 };
 
 // Where one rank's input and output are this call: addresses, the ids of the allocations that hold
-// them (0: memory the backend cannot name), and their bytes (a counted call's differ from rank to rank).
+// them (0: memory the backend cannot name), their bytes (a counted call's differ from rank to rank), and
+// the symmetric windows they lie in (symmetric_windows.hpp; 0: none).
 struct RankBuffers {
   uint64_t input = 0;
   uint64_t output = 0;
@@ -40,6 +41,8 @@ struct RankBuffers {
   uint64_t outputAllocation = 0;
   uint64_t inputBytes = 0;
   uint64_t outputBytes = 0;
+  uint64_t inputWindow = 0;
+  uint64_t outputWindow = 0;
   bool operator==(const RankBuffers&) const = default;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <list>
@@ -26,6 +27,7 @@
 #include "plan_cache.hpp"
 #include "plan_resources.hpp"
 #include "shared_proxy.hpp"
+#include "symmetric_windows.hpp"
 #include "user_buffer_staging.hpp"
 
 namespace loom {
@@ -94,7 +96,8 @@ struct Executor::Impl {
   ExecutorStats stats;
   std::unique_ptr<HostBoard> board;  // callBoard()
   bool boardDecided = false;
-  std::shared_ptr<void> standInMemory;  // standIn()
+  std::shared_ptr<void> standInMemory;        // standIn()
+  std::unique_ptr<SymmetricWindows> windows;  // registered by registerWindow
 
   // Where a counted call's empty buffer points (every buffer is registered, and a registration has bytes):
   // a few bytes of this rank's memory that no entry reaches.
@@ -224,6 +227,41 @@ struct Executor::Impl {
     });
   }
 
+  // The symmetric windows that hold all of a call's input and output, when there are such.
+  std::optional<std::pair<WindowPlace, WindowPlace>> windowsHolding(const CallBuffers& buffers) const {
+    if (windows->empty()) return std::nullopt;
+    const std::optional<WindowPlace> input = windows->find(buffers.input, buffers.inputBytes);
+    const std::optional<WindowPlace> output = windows->find(buffers.output, buffers.outputBytes);
+    if (!input || !output) return std::nullopt;
+    return std::pair(*input, *output);
+  }
+
+  // Every rank's buffers lie in the windows this rank's lie in (or, like this rank's, in none), at the same
+  // offsets: else a rank would take a window's context that its peers never set up, or shift wrongly.
+  void checkWindowsAgree(const Plan& plan, const std::vector<RankBuffers>& everyRank, const RankBuffers& mine) const {
+    const auto me = size_t(communicator->rank());
+    const auto where = [&](const RankBuffers& r, size_t rank) {
+      if (r.inputWindow == 0 && r.outputWindow == 0) return std::string("in no symmetric window");
+      const auto offset = [&](uint64_t id, uint64_t address) {
+        const SymmetricWindow* window = windows->byId(id);
+        return window ? std::to_string(address - window->bases[rank]) : std::string("?");
+      };
+      return "in windows " + std::to_string(r.inputWindow) + " (input, offset " + offset(r.inputWindow, r.input) +
+             ") and " + std::to_string(r.outputWindow) + " (output, offset " + offset(r.outputWindow, r.output) + ")";
+    };
+    const std::string mineWhere = where(mine, me);
+    std::string differing;
+    for (size_t r = 0; r < everyRank.size(); ++r) {
+      const std::string theirs = where(everyRank[r], r);
+      if (theirs != mineWhere) differing += "; rank " + std::to_string(r) + "'s lie " + theirs;
+    }
+    if (!differing.empty()) {
+      throw invalid("plan '" + plan.name + "', rank " + std::to_string(me) + ": this rank's buffers lie " + mineWhere +
+                    differing +
+                    " (buffers in symmetric windows must lie in the same windows at the same offsets on every rank)");
+    }
+  }
+
   // The context of this call's shape and every rank's buffers, set up where there is none. A plan
   // bound to user buffers exchanges a few bytes per call for it: which buffers every rank passes (a
   // CUDA graph pays it at capture only). Plans that reach only peers' scratch depend on the size
@@ -235,14 +273,29 @@ struct Executor::Impl {
     const void* input = buffers.input;
     void* output = buffers.output;
     ContextKey key{messageBytes, shape.type, shape.op, {}};
-    if (cached.bindsUserBuffers) {
-      const RankBuffers mine{reinterpret_cast<uint64_t>(input),
-                             reinterpret_cast<uint64_t>(output),
-                             backend->allocationId(input),
-                             backend->allocationId(output),
-                             buffers.inputBytes,
-                             buffers.outputBytes};
+    RankBuffers mine{reinterpret_cast<uint64_t>(input),
+                     reinterpret_cast<uint64_t>(output),
+                     backend->allocationId(input),
+                     backend->allocationId(output),
+                     buffers.inputBytes,
+                     buffers.outputBytes};
+    // Buffers in symmetric windows: every rank's are known here, and the context is keyed by the windows.
+    std::optional<std::pair<WindowPlace, WindowPlace>> windowed;
+    if (cached.bindsUserBuffers && cached.shiftable) windowed = windowsHolding(buffers);
+    if (windowed) {
+      mine.inputWindow = windowed->first.window->id;
+      mine.outputWindow = windowed->second.window->id;
+      everyRank = windowedBuffers(windowed->first, windowed->second);
+      key.ranks.assign(everyRank.size(), RankBuffers{});
+      for (RankBuffers& r : key.ranks) {
+        r.inputWindow = mine.inputWindow;
+        r.outputWindow = mine.outputWindow;
+      }
+      ++stats.windowCalls;
+    } else if (cached.bindsUserBuffers) {
       everyRank = agreeOnCall(*communicator, callBoard(), plan, shape, mine);
+      ++stats.bufferExchanges;
+      checkWindowsAgree(plan, everyRank, mine);
       key.ranks = everyRank;
       const bool allocationsKnown = std::all_of(everyRank.begin(), everyRank.end(), [](const RankBuffers& r) {
         return r.inputAllocation != 0 && r.outputAllocation != 0;
@@ -259,6 +312,16 @@ struct Executor::Impl {
       return *found->second.first;
     }
     if (!cached.bindsUserBuffers) agreeOnCall(*communicator, nullptr, plan, shape, std::nullopt);
+    // A window context is set up where the ranks meet anyway: they check the call and the offsets there.
+    std::vector<RankBuffers> setUpWith = everyRank;
+    if (windowed) {
+      checkWindowsAgree(plan, agreeOnCall(*communicator, callBoard(), plan, shape, mine), mine);
+      ++stats.bufferExchanges;
+      // Set up on the windows' bases and whole bytes, so that every offset in them is a shift.
+      setUpWith = windowedBuffers({windowed->first.window, 0}, {windowed->second.window, 0});
+      input = reinterpret_cast<const void*>(setUpWith[size_t(communicator->rank())].input);
+      output = reinterpret_cast<void*>(setUpWith[size_t(communicator->rank())].output);
+    }
     if (cached.bindsUserBuffers) dropContextsOnFreedBuffers(stream);
     SetupScope setup;
     PlanResources& resources = *cached.resources;
@@ -285,7 +348,7 @@ struct Executor::Impl {
       }
     });
     auto context = std::make_unique<CallContext>(resources, *communicator, *backend, messageBytes, input, output,
-                                                 cached.bindsUserBuffers, everyRank, ++serial);
+                                                 cached.bindsUserBuffers, setUpWith, ++serial);
     ++stats.contextsBuilt;
     stats.specializedTransfers += context->transfers().specialized;
     stats.genericTransfers += context->transfers().generic;
@@ -514,6 +577,7 @@ Executor::Executor(std::shared_ptr<Communicator> communicator, const Executor* s
     impl_->proxy = std::make_shared<SharedProxy>(comm.cudaDevice());
   }
   impl_->gpuSharers = checkGpuSharing(comm);
+  impl_->windows = std::make_unique<SymmetricWindows>(comm.rank());
   impl_->backend = comm.cudaDevice() == Communicator::kHostOnly ? makeCpuBackend(comm) : makeGpuBackend(comm);
   // The bundled plans become selectable with the first executor of the process (per cache root).
   PlanRegistry::global().ensureDefaultPlansLoaded();
@@ -661,6 +725,106 @@ void Executor::executeCounted(const Plan& plan, const CountedCall& call, void* s
   }
   // The ranks agree on the plan alone: every rank's sizes are its own.
   impl_->runRecordingFailure(plan, {plan.contentHash, 0, DataType::kFloat32, ReduceOp::kSum}, buffers, stream, &table);
+}
+
+namespace {
+
+// What each rank sends when windows are registered or dropped; `problem` is this rank's reason to refuse
+// (every rank refuses together, so that none is left waiting for the others).
+struct WindowRecord {
+  uint64_t id = 0;
+  uint64_t base = 0;
+  uint64_t allocation = 0;
+  uint64_t bytes = 0;
+  char problem[96] = {};
+};
+
+std::vector<WindowRecord> gatherWindowRecords(Communicator& communicator, const WindowRecord& mine) {
+  const auto all = communicator.bootstrap().allGather(std::span(reinterpret_cast<const uint8_t*>(&mine), sizeof(mine)));
+  std::vector<WindowRecord> records(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].size() != sizeof(WindowRecord)) {
+      throw invalid("window: rank " + std::to_string(r) +
+                    " is at another setup step (every rank registers and "
+                    "deregisters its windows at the same calls)");
+    }
+    std::memcpy(&records[r], all[r].data(), sizeof(WindowRecord));
+  }
+  return records;
+}
+
+void setProblem(WindowRecord& record, const std::string& problem) {
+  std::snprintf(record.problem, sizeof(record.problem), "%s", problem.c_str());
+}
+
+// Throws, on every rank alike, when any rank gave a problem or the ranks' `field`s differ.
+void refuseWindowsOnProblems(const char* call, const std::vector<WindowRecord>& records, uint64_t WindowRecord::*field,
+                             const char* fieldName) {
+  std::string problems;
+  for (size_t r = 0; r < records.size(); ++r) {
+    if (records[r].problem[0] != 0) problems += "; rank " + std::to_string(r) + ": " + records[r].problem;
+    if (records[r].*field != records[0].*field) {
+      problems += "; rank " + std::to_string(r) + " gives " + fieldName + " " + std::to_string(records[r].*field) +
+                  ", rank 0 " + std::to_string(records[0].*field);
+    }
+  }
+  if (!problems.empty()) throw invalid(std::string(call) + ": refused on every rank" + problems);
+}
+
+}  // namespace
+
+uint64_t Executor::registerWindow(void* base, uint64_t bytes) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->checkUsable();
+  Backend& backend = *impl_->backend;
+  WindowRecord mine;
+  mine.id = impl_->windows->nextId();
+  mine.base = reinterpret_cast<uint64_t>(base);
+  mine.allocation = base ? backend.allocationId(base) : 0;
+  mine.bytes = bytes;
+  if (base == nullptr) {
+    setProblem(mine, "base: null pointer");
+  } else if (bytes == 0) {
+    setProblem(mine, "bytes: 0 (a window holds at least one byte)");
+  } else if (impl_->windows->overlaps(base, bytes)) {
+    setProblem(mine, "base: the " + std::to_string(bytes) + " bytes overlap a window this rank registered");
+  } else if (mine.allocation != 0 && backend.allocationId(static_cast<uint8_t*>(base) + bytes - 1) != mine.allocation) {
+    setProblem(mine, "bytes: the window runs past the end of the allocation at base");
+  }
+  const std::vector<WindowRecord> records = gatherWindowRecords(*impl_->communicator, mine);
+  refuseWindowsOnProblems("registerWindow", records, &WindowRecord::bytes, "bytes");
+  refuseWindowsOnProblems("registerWindow", records, &WindowRecord::id, "window id");
+  SymmetricWindow window;
+  window.id = mine.id;
+  window.bytes = bytes;
+  for (const WindowRecord& record : records) {
+    window.bases.push_back(record.base);
+    window.allocations.push_back(record.allocation);
+  }
+  impl_->windows->add(std::move(window));
+  return mine.id;
+}
+
+void Executor::deregisterWindow(uint64_t window) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->checkUsable();
+  WindowRecord mine;
+  mine.id = window;
+  if (impl_->windows->byId(window) == nullptr)
+    setProblem(mine, "window: " + std::to_string(window) + " is not registered");
+  refuseWindowsOnProblems("deregisterWindow", gatherWindowRecords(*impl_->communicator, mine), &WindowRecord::id,
+                          "window");
+  const auto me = size_t(impl_->communicator->rank());
+  const auto onWindow = [&](const CallContext& context) {
+    const std::vector<RankBuffers>& setUp = context.setUpWith();
+    return setUp.size() > me && (setUp[me].inputWindow == window || setUp[me].outputWindow == window);
+  };
+  // Calls in flight may still use the window's contexts (a graph replaying them after this is the caller's error,
+  // as it is NCCL's).
+  impl_->quiesce(nullptr, "a symmetric window is deregistered", [&] {
+    for (auto& [hash, entry] : impl_->plans) dropContexts(entry.first, onWindow);
+    impl_->windows->remove(window);
+  });
 }
 
 bool Executor::abort(int64_t waitMs) {

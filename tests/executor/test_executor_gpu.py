@@ -228,6 +228,13 @@ def test_all_to_all_v_with_torch_tensors_eagerly_and_in_cuda_graphs(world, tmp_p
 
 @pytest.mark.gpu
 @worlds(2, 4, 8)
+def test_calls_in_symmetric_windows_eagerly_and_in_cuda_graphs(world, tmp_path):
+    _need_gpus_and_torch(world)
+    _launch(world, [str(ROOT / "tests/executor/gpu/symmetric_window_check.py")], timeout=300)
+
+
+@pytest.mark.gpu
+@worlds(2, 4, 8)
 def test_loom_demo_on_gpus_beside_nccl(world, tmp_path):
     _need_gpus_and_torch(world)
     command = [sys.executable, "-m", "loom", "demo", "--gpus", str(world), "--sizes", "1K,1M", "--calls", "5"]

@@ -151,6 +151,11 @@ def test_all_to_all_v_eagerly_and_in_cuda_graphs_on_one_gpu(world, tmp_path):
     _run([str(GPU_CHECKS / "alltoallv_check.py"), "--share-gpu", str(world)], LOOM_CACHE_DIR=str(tmp_path))
 
 
+@pytest.mark.parametrize("world", [4, 8])
+def test_calls_in_symmetric_windows_on_one_gpu(world):
+    _run([str(GPU_CHECKS / "symmetric_window_check.py"), "--share-gpu", str(world)])
+
+
 # Groups of 2 and 4 (bundled plans), and of 3 and 6 (no bundled plan: the JIT compiles theirs on first use).
 @pytest.mark.parametrize(
     "colors",

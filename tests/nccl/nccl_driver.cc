@@ -390,6 +390,30 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     if (result != ncclSuccess) return result;
     return ncclCommDeregister(me.comm, handle);
   }
+#ifdef NCCL_WIN_COLL_SYMMETRIC
+  if (name == "window") {
+    // window:COUNT:CALLS[:FLAGS]: a window of CALLS all-gathers of COUNT float32 elements, input and output
+    // back to back at a new place each call (the same on every rank), registered with FLAGS (default
+    // NCCL_WIN_COLL_SYMMETRIC); each call's output checked; then deregistered.
+    const size_t c = count(), calls = size_t(std::stoull(args.at(2)));
+    const int flags = args.size() > 3 && args[3] != "check" ? std::stoi(args[3]) : NCCL_WIN_COLL_SYMMETRIC;
+    const size_t slot = c * size_t(n + 1);  // one call's input and output
+    Buffer& window = keep.emplace_back(slot * calls, ncclFloat32);
+    ncclWindow_t handle = nullptr;
+    ncclResult_t result = ncclCommWindowRegister(me.comm, window.at(0), window.bytes.size(), &handle, flags);
+    for (size_t k = 0; k < calls && result == ncclSuccess; ++k) {
+      const size_t at = slot * ((k * 7) % calls);  // places in a scrambled order
+      for (size_t i = 0; i < c; ++i) window.set(at + i, 1000.0 * k + 10.0 * r + double(i % 97));
+      result = ncclAllGather(window.at(at), window.at(at + c), c, ncclFloat32, me.comm, nullptr);
+      for (int q = 0; q < n; ++q) {
+        for (size_t i = 0; i < c; ++i) check.expect(window, at + c + size_t(q) * c, i, 1000.0 * k + 10.0 * q + double(i % 97));
+      }
+      if (result == ncclSuccess && check.wanted && !check.failure().empty()) return ncclInternalError;
+    }
+    const ncclResult_t deregistered = handle ? ncclCommWindowDeregister(me.comm, handle) : ncclSuccess;
+    return result != ncclSuccess ? result : deregistered;
+  }
+#endif
   if (name == "query") {
     int count = -1, rank = -1, device = -2;
     ncclResult_t async = ncclInternalError;

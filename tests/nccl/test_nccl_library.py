@@ -879,3 +879,19 @@ def test_links_between_processes_carry_send_and_recv(tmp_path: Path) -> None:
     checks = [line for line in output.splitlines() if " check " in line]
     assert len(checks) == world + 1 and all(line.endswith("check ok") for line in checks), output
     assert "ncclSend" not in [line.split()[1] for line in _fake_log(tmp_path)], output
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_calls_in_a_symmetric_window_exchange_no_addresses(world: int, tmp_path: Path) -> None:
+    """ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC: all-gathers of 1.2 MB (plans that write into the
+    peers' outputs) at five places of the window run on Loom, checked; one call sets up and meets the other
+    ranks, the other four find every rank's buffers from the window. Without the flag every call exchanges."""
+    output = _drive(tmp_path, "threads", str(world), "window:300000:5:check;window:300000:5:0:check")
+    results = _results(output)
+    for rank in range(world):
+        assert results[f"{rank} window:300000:5:check"] == "ncclSuccess check ok", output
+        assert results[f"{rank} window:300000:5:0:check"] == "ncclSuccess check ok", output
+    assert output.count("Loom's symmetric window 1 (so far on this communicator: 5 calls found") == world, output
+    assert output.count("5 calls found their buffers in windows, 1 exchanged addresses") == world, output
+    assert output.count("the real NCCL's only (not NCCL_WIN_COLL_SYMMETRIC") == world, output
+    assert output.count("AllGather     loom       plan                             10 calls") == world, output

@@ -41,6 +41,7 @@ from loom.runtime.counted import (
 )
 from loom.runtime.executor import OPS, Executor
 from loom.runtime.install_plans import ensure_default_plans_installed
+from loom.runtime.symmetric_window import SymmetricWindow
 from loom.runtime.tensors import BufferView, buffer_view
 
 # The bootstrap tag of the message that sets up a send/recv pair: in the range of user tags (below
@@ -137,6 +138,14 @@ class Communicator:
     def _check_not_aborted(self) -> None:
         if self._aborted:
             raise InvalidArgumentError(f"communicator of rank {self.rank}: it was aborted; create a new one")
+
+    def register(self, tensor: object) -> SymmetricWindow:
+        """Collective, like ``ncclCommWindowRegister`` with ``NCCL_WIN_COLL_SYMMETRIC``: every rank registers a
+        tensor of the same bytes at the same call. Calls whose buffers lie in registered tensors, at the same
+        offsets on every rank, then exchange no addresses (a plan's first call on them still sets up). Returns
+        a ``SymmetricWindow``; ``close()`` it (or use ``with``) before the tensor is freed."""
+        self._check_not_aborted()
+        return SymmetricWindow(self.executor, tensor, self.executor.register_window(tensor))
 
     def all_reduce(self, tensor: object, op: str = "sum", *, output: object = None, stream: object = None) -> None:
         """Reduce ``tensor`` over all ranks, in place, or into ``output`` (NCCL's sendbuff/recvbuff)."""

@@ -104,6 +104,17 @@ class Executor:
             plan, source.pointer, source.nbytes, target.pointer, target.nbytes, sends, receives, entries, stream
         )
 
+    def register_window(self, buffer: object) -> int:
+        """Collective: ``buffer`` (a tensor or array) becomes a symmetric window of this rank; every rank
+        registers one of the same bytes at the same call. Returns its handle, the same on every rank."""
+        view = buffer_view(buffer, "buffer")
+        self._check_device("buffer", view)
+        return self._native.register_window(view.pointer, view.nbytes)
+
+    def deregister_window(self, handle: int) -> None:
+        """Collective: waits for the calls in flight, drops what was set up on the window and forgets it."""
+        self._native.deregister_window(handle)
+
     def copy_views(self, source: BufferView, target: BufferView, stream: int) -> None:
         """A copy between this rank's buffers, as NCCL runs every collective of a job of one rank and a send
         to itself: nothing to move when ``source`` is ``target``, else a copy on ``stream``."""
@@ -147,17 +158,17 @@ class Executor:
             raise InvalidArgumentError(f"output: dtype {target.dtype} differs from the input's {source.dtype}")
         if output_bytes is not None and target.nbytes != output_bytes:
             raise InvalidArgumentError(f"output: holds {target.nbytes} bytes, but {call()} writes {output_bytes}")
+        self._check_device("input", source)
+        self._check_device("output", target)
+
+    def _check_device(self, name: str, view: BufferView) -> None:
         on_gpu = self._on_gpu
-        wanted = "cuda" if on_gpu else "cpu"
-        for name, view in (("input", source), ("output", target)):
-            if view.device != wanted:
-                where = "a GPU" if on_gpu else "host threads (a host-only communicator)"
-                raise InvalidArgumentError(f"{name}: lives on {view.device}, but this executor runs on {where}")
-            device = self._cuda_device
-            if on_gpu and view.device_index is not None and view.device_index != device:
-                raise InvalidArgumentError(
-                    f"{name}: is on cuda:{view.device_index}; the communicator uses cuda:{device}"
-                )
+        if view.device != ("cuda" if on_gpu else "cpu"):
+            where = "a GPU" if on_gpu else "host threads (a host-only communicator)"
+            raise InvalidArgumentError(f"{name}: lives on {view.device}, but this executor runs on {where}")
+        device = self._cuda_device
+        if on_gpu and view.device_index is not None and view.device_index != device:
+            raise InvalidArgumentError(f"{name}: is on cuda:{view.device_index}; the communicator uses cuda:{device}")
 
     @staticmethod
     def _no_stream(stream: object) -> int:

@@ -35,6 +35,8 @@ struct ExecutorStats {
                                       // every executor sharing it)
   uint64_t proxySharers = 0;          // executors sharing this rank's proxy: 1, or more with splits on its GPU
   uint64_t freedBufferContextsDropped = 0;  // contexts dropped because a rank had freed a buffer they use
+  uint64_t bufferExchanges = 0;  // calls of plans bound to user buffers that exchanged where every rank's are
+  uint64_t windowCalls = 0;      // and calls that found them in symmetric windows instead (no exchange once set up)
 };
 
 // Bytes of one rank's output for a call whose input is `messageBytes` (n x for all-gather, 1/n for
@@ -83,6 +85,16 @@ class Executor {
   // go straight into each receiver's output. Errors name the argument and entry; a send whose bytes differ
   // from what its receiver posted stops the call with an error naming both ranks and both sizes.
   void executeCounted(const Plan& plan, const CountedCall& call, void* stream = nullptr);
+
+  // Collective: registers this rank's `bytes` at `base` as a symmetric window (like ncclCommWindowRegister with
+  // NCCL_WIN_COLL_SYMMETRIC): every rank registers a window of the same bytes at the same call, and uses it at
+  // the same offsets. A call whose input and output lie in windows then exchanges nothing: after the first
+  // call of a plan on those windows (where the ranks check the offsets), a peer's buffer is its window's base
+  // plus this rank's offset. Returns the window's handle, the same on every rank. Refused on every rank when
+  // any rank's window is null, empty, overlaps one it registered, spans two allocations, or differs in size.
+  uint64_t registerWindow(void* base, uint64_t bytes);
+  // Collective: waits for every rank's calls, drops the contexts set up on the window, and forgets it.
+  void deregisterWindow(uint64_t window);
 
   // A copy between this rank's own buffers: how NCCL runs every collective of a job of one rank, and
   // a send to itself. Nothing to move when `input` is `output`, else `bytes` copied on `stream`
