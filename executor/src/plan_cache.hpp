@@ -33,7 +33,8 @@ constexpr size_t kMaxContextsPerPlan = 64;
 // come back for a new allocation after a free, and peers would still write into their mapping of the
 // old one), as the per-call agreement reports them, so that every rank keys its contexts alike and a
 // rank never reuses a context that its peers built for other buffers. Where the context can shift
-// peers' buffers (CachedPlan::shiftable) the addresses are left out: one context per allocations.
+// peers' buffers (CachedPlan::shiftable) the addresses are left out: one context per allocations; for
+// buffers in symmetric windows only the windows are kept: one context per pair of windows.
 // The data type and operator are part of it so that a new pair is a setup step, where the ranks
 // check that they agree on the call (call_agreement.hpp).
 struct ContextKey {
@@ -49,7 +50,8 @@ struct ContextKeyHash {
     for (const RankBuffers& r : k.ranks) {
       hash = hash * 31 ^ std::hash<uint64_t>{}(r.input) ^ std::hash<uint64_t>{}(r.output) * 131 ^
              std::hash<uint64_t>{}(r.inputAllocation) * 7 ^ std::hash<uint64_t>{}(r.outputAllocation) * 17 ^
-             std::hash<uint64_t>{}(r.inputBytes) * 23 ^ std::hash<uint64_t>{}(r.outputBytes) * 29;
+             std::hash<uint64_t>{}(r.inputBytes) * 23 ^ std::hash<uint64_t>{}(r.outputBytes) * 29 ^
+             std::hash<uint64_t>{}(r.inputWindow) * 37 ^ std::hash<uint64_t>{}(r.outputWindow) * 41;
     }
     return hash;
   }
