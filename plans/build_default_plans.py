@@ -7,7 +7,8 @@ The set: one node of 2, 4 and 8 ranks and two nodes of 2, 4 and 8 ranks each, ou
 place. All-reduce, all-gather and reduce-scatter get one plan per message-size range of the tuned
 table of that world size (loom.algorithms.tuned_sizes; the 2-rank one, scaled, where a world size has
 none of its own), and so does all-to-all where the table has rows of it; broadcast (root 0), send/recv,
-reduce (root 0, one node) and an all-to-all the table has no rows of get one plan for every size. Each plan is verified as it
+reduce (root 0, one node) and an all-to-all the table has no rows of get one plan for every size, and so does
+all-to-all-v (the JIT's choice, out of place, one node: its sizes come with each call). Each plan is verified as it
 compiles (compile_algorithm's default). `loom install-plans` (or the first loom.Communicator, or
 libloom_nccl.so on first use) installs them gzip-compressed, with an index, into <cache root>/default,
 where the executor's plan registry loads them (plans/README.md).
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from loom.algorithms.tuned_sizes import rows_for_shape
 from loom.compiler.driver import compile_algorithm
+from loom.compiler.jit_plans import COUNTED_CHOICES, choose
 
 PLANS_DIR = Path(__file__).resolve().parent / "default"
 
@@ -62,6 +64,23 @@ def default_plans() -> list[DefaultPlan]:
         for name, low, high, instances, threads in rows_for_shape(world_size, ranks_per_node):
             for inplace in (False, True):
                 plans.append(DefaultPlan(name, world_size, ranks_per_node, inplace, low, high, instances, threads))
+        # Counted plans (all-to-all-v, and send/recv in libloom_nccl.so): the JIT's choice for the shape, out of
+        # place only, so that a job needs no Python for them.
+        for collective in COUNTED_CHOICES:
+            choice = choose(collective, world_size, ranks_per_node, 0)
+            if choice is not None:
+                plans.append(
+                    DefaultPlan(
+                        choice.algorithm,
+                        world_size,
+                        ranks_per_node,
+                        False,
+                        choice.min_bytes,
+                        choice.max_bytes,
+                        choice.instances,
+                        choice.threads,
+                    )
+                )
     names = [plan.name for plan in plans]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:

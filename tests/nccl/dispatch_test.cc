@@ -104,12 +104,12 @@ TEST(NcclDispatch, TableOfDecisions) {
       // Gather and scatter go over the point-to-point path, which runs two ranks.
       {"gather on 8 ranks", call(Call::kGather, 1024), Route::kForward, Reason::kPointToPointWorld},
       {"scatter on 8 ranks", call(Call::kScatter, 1024), Route::kForward, Reason::kPointToPointWorld},
-      {"gather on 2 ranks", call(Call::kGather, 1024, 2), Route::kForward, Reason::kNoPlan},
-      // Send/recv run on all-to-all-v plans of the pair, none of them bundled: the library's JIT compiles one.
-      {"send on 2 ranks", call(Call::kSend, 256, 2), Route::kForward, Reason::kNoPlan},
-      {"recv on 2 ranks", call(Call::kRecv, 256, 2), Route::kForward, Reason::kNoPlan},
-      {"send in a group", grouped, Route::kForward, Reason::kNoPlan},
-      {"send while capturing", capturedSend, Route::kForward, Reason::kNoPlan},
+      {"gather on 2 ranks", call(Call::kGather, 1024, 2), Route::kLoom, Reason::kPlan, "alltoallv"},
+      // Send/recv run on the pair's bundled all-to-all-v plan (no Python needed).
+      {"send on 2 ranks", call(Call::kSend, 256, 2), Route::kLoom, Reason::kPlan, "alltoallv"},
+      {"recv on 2 ranks", call(Call::kRecv, 256, 2), Route::kLoom, Reason::kPlan, "alltoallv"},
+      {"send in a group", grouped, Route::kLoom, Reason::kPlan, "alltoallv"},
+      {"send while capturing", capturedSend, Route::kLoom, Reason::kPlan, "alltoallv"},
       {"send on 8 ranks: over the pair's link", call(Call::kSend, 256, 8), Route::kLoom, Reason::kPointToPointLink},
       {"send to itself alone", self, Route::kForward, Reason::kPointToPointSelf},
       {"send to itself in a group: a local copy", groupedSelf, Route::kLoom, Reason::kPointToPointSelf},
