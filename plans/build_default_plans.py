@@ -8,7 +8,8 @@ place. All-reduce, all-gather and reduce-scatter get one plan per message-size r
 table of that world size (loom.algorithms.tuned_sizes; the 2-rank one, scaled, where a world size has
 none of its own), and so does all-to-all where the table has rows of it; broadcast (root 0), send/recv,
 reduce (root 0, one node) and an all-to-all the table has no rows of get one plan for every size, and so does
-all-to-all-v (the JIT's choice, out of place, one node: its sizes come with each call). Each plan is verified as it
+all-to-all-v (the JIT's choice, out of place: its sizes come with each call), on these shapes and on two
+nodes of one rank (a send/recv pair across nodes). Each plan is verified as it
 compiles (compile_algorithm's default). `loom install-plans` (or the first loom.Communicator, or
 libloom_nccl.so on first use) installs them gzip-compressed, with an index, into <cache root>/default,
 where the executor's plan registry loads them (plans/README.md).
@@ -30,6 +31,8 @@ PLANS_DIR = Path(__file__).resolve().parent / "default"
 
 # (world_size, ranks_per_node): one node of 2, 4, 8 ranks; two nodes of 2, 4, 8 ranks each.
 SHAPES = [(2, 2), (4, 4), (8, 8), (4, 2), (8, 4), (16, 8)]
+# Counted plans take one more: two ranks on two nodes, the link of a send/recv pair across nodes (libloom_nccl).
+COUNTED_SHAPES = [*SHAPES, (2, 1)]
 
 @dataclass(frozen=True)
 class DefaultPlan:
@@ -64,8 +67,9 @@ def default_plans() -> list[DefaultPlan]:
         for name, low, high, instances, threads in rows_for_shape(world_size, ranks_per_node):
             for inplace in (False, True):
                 plans.append(DefaultPlan(name, world_size, ranks_per_node, inplace, low, high, instances, threads))
-        # Counted plans (all-to-all-v, and send/recv in libloom_nccl.so): the JIT's choice for the shape, out of
-        # place only, so that a job needs no Python for them.
+    # Counted plans (all-to-all-v, and send/recv in libloom_nccl.so): the JIT's choice for the shape, out of
+    # place only, so that a job needs no Python for them.
+    for world_size, ranks_per_node in COUNTED_SHAPES:
         for collective in COUNTED_CHOICES:
             choice = choose(collective, world_size, ranks_per_node, 0)
             if choice is not None:

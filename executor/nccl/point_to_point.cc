@@ -147,8 +147,8 @@ ncclComm& linkTo(ncclComm& comm, int peer) {
 }
 
 // The plan of a round over a link, chosen by its larger message (the peer's choice too): a registered
-// all-to-all-v plan of the two ranks, else the link's JIT plan (collective over the link); null when there
-// is none (two ranks on different nodes: alltoallv_fullmesh runs one node), and the round goes to NCCL.
+// all-to-all-v plan of the two ranks (bundled for one node and for two nodes of one rank), else the link's
+// JIT plan (collective over the link); null when there is none, and the round goes to NCCL.
 std::shared_ptr<const Plan> linkPlan(ncclComm& link, const PendingCall& larger, Decision& decision) {
   CallInfo info = larger.info;
   info.worldSize = 2;

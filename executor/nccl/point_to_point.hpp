@@ -6,8 +6,9 @@
 // ranks, on that communicator; on a larger one, over a *link* per peer: a communicator of the two ranks
 // (Loom's side only, sharing the parent's proxy), made by their first message, collectively over the two,
 // with a stream of its own on the GPU, so that a group's rounds with different peers run side by side.
-// A link whose ranks sit on different nodes has no plan yet (alltoallv_fullmesh runs one node): its
-// messages go to NCCL, on both ends alike.
+// A link whose ranks sit on different nodes runs the two-node plan of two ranks (port channels: the proxy
+// carries the entries and the data); a link with no plan at all (the bundled plans and the JIT off) sends its
+// messages to NCCL, on both ends alike.
 //
 // Pairing is NCCL's: per peer, the k-th send to a peer meets the k-th receive that peer posts from this
 // rank. Round k with a peer is the k-th send to it and the k-th receive from it (either may be absent:

@@ -246,10 +246,14 @@ class Resolver {
     for (const Range& r : srcs) out_.operands.push_back(r.operand);
     for (const Range& r : dsts) out_.operands.push_back(r.operand);
     out_.ops.push_back(op);
-    // Which port channels have a put the proxy may not have carried out yet.
-    if (code == OpCode::kPortPut || code == OpCode::kFlush) {
-      for (const Range& r : code == OpCode::kPortPut ? dsts : srcs) {
-        if (code == OpCode::kPortPut && !(flags & device::kOpPortFlush)) {
+    // Which port channels have a put the proxy may not have carried out yet (a counted plan's entry copy
+    // into a peer's output over a port channel is such a put).
+    const bool portEntryCopy = code == OpCode::kEntryCopy && dsts.size() == 1 &&
+                               dsts[0].operand.channel != device::kLocalOperand &&
+                               gpu_.channels[dsts[0].operand.channel].type == ChannelType::kPort;
+    if (code == OpCode::kPortPut || code == OpCode::kFlush || portEntryCopy) {
+      for (const Range& r : code == OpCode::kFlush ? srcs : dsts) {
+        if (code != OpCode::kFlush && !(flags & device::kOpPortFlush)) {
           unflushed_.insert(r.operand.channel);
         } else {
           unflushed_.erase(r.operand.channel);
@@ -298,7 +302,6 @@ class Resolver {
       if (op.publish) {
         // This rank's receive entry from the peer, into the peer's mailbox of the paired channel.
         const Channel& via = channel(id);
-        if (via.type != ChannelType::kMemory) fail("publishing over a port channel is not run by this executor yet");
         r.operand.entry = uint16_t(plan_.worldSize + via.peer);
         r.operand.offset = device::kMailboxBytes * mailboxOfPeer_[r.operand.channel];
       }
@@ -393,7 +396,6 @@ class Resolver {
     r.operand.entry = uint16_t(ref.buffer == BufferType::kInput ? slot : plan_.worldSize + slot);
     if (ref.isRemote()) {
       const Channel& via = channel(ref.channel);
-      if (via.type != ChannelType::kMemory) fail("a put over a port channel in a counted plan is not run yet");
       if (slot != rank_) {
         fail("it writes rank " + std::to_string(via.peer) + "'s output entry from rank " + std::to_string(slot) +
              ", but a put reaches only the peer's entry from this rank (the one it publishes)");
@@ -419,11 +421,19 @@ class Resolver {
       for (size_t i = 0; i < op.srcs.size() && i < op.dsts.size(); ++i) pairs.emplace_back(&op.srcs[i], &op.dsts[i]);
     }
     if (pairs.empty()) fail("a counted plan's data op needs a source and a destination");
+    // Over a port channel the copy is the proxy's, and a fused signal (and flush) follows it in the FIFO.
+    uint8_t portFlags = 0;
+    if (op.type == OpType::kPutWithSignal || op.type == OpType::kPutWithSignalAndFlush) {
+      portFlags |= device::kOpPortSignal;
+    }
+    if (op.type == OpType::kPutWithSignalAndFlush) portFlags |= device::kOpPortFlush;
     for (const auto& [src, dst] : pairs) {
       if (src->isRemote() || src->buffer != BufferType::kInput || dst->buffer != BufferType::kOutput) {
         fail("a counted plan copies from this rank's input entries into output entries only");
       }
-      push(OpCode::kEntryCopy, 0, {entryRange(*src)}, {entryRange(*dst)}, 0);
+      const bool port = dst->isRemote() && channel(dst->channel).type == ChannelType::kPort;
+      if (portFlags != 0 && !port) fail("a put with a signal is for port channels");
+      push(OpCode::kEntryCopy, port ? portFlags : 0, {entryRange(*src)}, {entryRange(*dst)}, 0);
     }
   }
 

@@ -76,16 +76,16 @@ def test_every_message_size_has_exactly_one_plan_per_collective_and_shape():
     collectives = {algorithm.collective for algorithm in ALGORITHMS.values()}
     shapes = {(world_size, per_node) for world_size, per_node in generator.SHAPES}
     assert {key[0] for key in ranges} == collectives | {"alltoallv"}
-    assert {(key[1], key[2]) for key in ranges} == shapes
+    assert {(key[1], key[2]) for key in ranges} == shapes | {(2, 1)}  # (2, 1): counted plans only
     # Every collective on every shape, in and out of place, but reduce across nodes (reduce_read: one node);
-    # all-to-all-v out of place on one node (alltoallv_fullmesh: memory channels only).
+    # all-to-all-v out of place, on these shapes and on two nodes of one rank (a send/recv pair's link).
     expected = {
         (ALGORITHMS[row[0]].collective, world_size, per_node, inplace)
         for world_size, per_node in generator.SHAPES
         for row in rows_for_shape(world_size, per_node)
         for inplace in (False, True)
     }
-    counted = {("alltoallv", world_size, world_size, False) for world_size in (2, 4, 8)}
+    counted = {("alltoallv", world_size, per_node, False) for world_size, per_node in generator.COUNTED_SHAPES}
     assert set(ranges) == expected | counted
     ranges = {key: spans for key, spans in ranges.items() if key not in counted}
     assert len(expected) == (len(collectives) * len(shapes) - 3) * 2

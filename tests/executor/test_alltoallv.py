@@ -107,9 +107,42 @@ def test_a_table_read_when_the_call_runs_follows_its_changes():
     assert all(stats["contexts_built"] == 1 for stats in results.values()), results
 
 
-def test_a_send_larger_than_its_receive_stops_the_call_naming_both_sizes(monkeypatch):
+@pytest.mark.parametrize(("world", "per_node", "instances"), [(2, 1, 1), (4, 2, 2), (6, 2, 1)])
+def test_peers_on_other_nodes_over_port_channels_match_numpy(world, per_node, instances):
+    """Across nodes the proxy carries the published entries and the data (port channels; on the CPU backend
+    the ranks are threads, the channels go through the proxy all the same), zeros included."""
+    text = compile_algorithm("alltoallv_fullmesh", world, per_node, instances=instances, verify=False)
+    plan = _native.Plan.parse(text)
+    seeds = [40 + world + call for call in range(CALLS)]
+
+    def body(bootstrap):
+        executor = loom.Executor(_native.Communicator(bootstrap, host_only=True))
+        rank = bootstrap.rank
+        source = np.zeros((40 * world, COLUMNS), np.float32)
+        output = np.full((40 * world, COLUMNS), -7.0, np.float32)
+        row = COLUMNS * 4
+        for seed in seeds:
+            counts = random_counts(seed, world)
+            mine = rank_input(seed, rank, counts)
+            source[: len(mine)] = mine
+            sends, receives = counts[rank], counts[:, rank]
+            send_entries = [(int(o) * row, int(b) * row) for o, b in zip(np.cumsum(sends) - sends, sends, strict=True)]
+            receive_entries = [
+                (int(o) * row, int(b) * row) for o, b in zip(np.cumsum(receives) - receives, receives, strict=True)
+            ]
+            executor.execute_counted(plan, source, output, sends=send_entries, receives=receive_entries)
+            expected = expected_output(seed, rank, counts)
+            assert np.array_equal(output[: len(expected)], expected), seed
+        return executor.stats()
+
+    results = run_local_ranks(world, body, timeout_ms=60000)
+    assert all(stats["launches"] == CALLS for stats in results.values())
+
+
+@pytest.mark.parametrize("per_node", [2, 1], ids=["memory_channel", "port_channel"])
+def test_a_send_larger_than_its_receive_stops_the_call_naming_both_sizes(monkeypatch, per_node):
     monkeypatch.setenv("LOOM_DEVICE_TIMEOUT_MS", "1000")
-    plan = _plan(2)
+    plan = _native.Plan.parse(compile_algorithm("alltoallv_fullmesh", 2, per_node, verify=False))
 
     def body(bootstrap):
         executor = loom.Executor(_native.Communicator(bootstrap, host_only=True))

@@ -896,3 +896,49 @@ def test_calls_in_a_symmetric_window_exchange_no_addresses(world: int, tmp_path:
     assert output.count("5 calls found their buffers in windows, 1 exchanged addresses") == world, output
     assert output.count("the real NCCL's only (not NCCL_WIN_COLL_SYMMETRIC") == world, output
     assert output.count("AllGather     loom       plan                             10 calls") == world, output
+
+
+def _drive_processes(tmp_path: Path, world: int, steps: str, hosts: list[str]) -> str:
+    """``steps`` on ``world`` processes, rank r acting as host ``hosts[r]`` (LOOM_TEST_HOST_ID: processes of
+    one machine that reach each other over the network transports only, as across hosts)."""
+    env = _env(tmp_path)
+    root = subprocess.Popen(
+        [str(_built(DRIVER)), "root", str(world), steps],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**env, "LOOM_TEST_HOST_ID": hosts[0]},
+    )
+    hexid = root.stdout.readline().split()[1]
+    others = [
+        subprocess.Popen(
+            [str(DRIVER), "rank", hexid, str(rank), str(world), steps],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**env, "LOOM_TEST_HOST_ID": hosts[rank]},
+        )
+        for rank in range(1, world)
+    ]
+    output = root.communicate(timeout=TIMEOUT_S)[0] + "".join(p.communicate(timeout=TIMEOUT_S)[0] for p in others)
+    assert root.returncode == 0 and all(p.returncode == 0 for p in others), output
+    return output
+
+
+@pytest.mark.parametrize(("hosts", "plan"), [("ab", "alltoallv_fullmesh_2x1"), ("aabb", "alltoallv_fullmesh_2r_0")])
+def test_send_and_recv_across_nodes_run_over_port_channels(hosts: str, plan: str, tmp_path: Path) -> None:
+    """Ranks on two hosts: a ring exchange in one group and a lone send. A pair across the hosts runs the
+    bundled two-node plan of two ranks (port channels: the proxy carries the entries and the data over TCP),
+    a pair on one host the one-node plan; nothing goes to NCCL and nothing is compiled."""
+    world = len(hosts)
+    steps = ["group"]
+    for rank in range(world):
+        steps += [f"r{rank}@send:{300 + rank}:float32:{(rank + 1) % world}"]
+        steps += [f"r{rank}@recv:{300 + (rank - 1) % world}:float32:{(rank - 1) % world}:check"]
+    steps += ["end", f"r0@send:8:int32:{world - 1}", f"r{world - 1}@recv:8:int32:0:check"]
+    output = _drive_processes(tmp_path, world, ";".join(steps), list(hosts))
+    checks = [line for line in output.splitlines() if " check " in line]
+    assert len(checks) == world + 1 and all(line.endswith("check ok") for line in checks), output
+    assert "ncclSend" not in [line.split()[1] for line in _fake_log(tmp_path)], output
+    assert "Loom plan 'alltoallv_fullmesh_2x1_0_1073741824'" in output, output
+    assert f"Loom plan '{plan}" in output and "compiled plan" not in output, output

@@ -369,6 +369,7 @@ COUNTED_ALGORITHMS: dict[str, Algorithm] = {
             "alltoallv",
             "simple",
             "every rank publishes its receive entries, then puts its send entry to p into p's output by p's entry",
+            multi_node=MULTI_NODE_SHAPES,
         ),
     )
 }

@@ -186,3 +186,25 @@ def test_the_executor_refuses_to_run_a_call_sized_plan_with_the_reason(tmp_path)
     results = run_ranks(2, None, rank)
     for error in results.values():
         assert isinstance(error, Exception) and "is an alltoallv plan, whose sizes come with each call" in str(error)
+
+
+@pytest.mark.parametrize(("world_size", "ranks_per_node"), [(2, 1), (4, 2), (8, 4)])
+def test_the_family_across_nodes_is_proven_and_flushes_its_port_lanes(world_size, ranks_per_node):
+    """Peers on other nodes are reached over port channels; each such lane's put, signal and flush fuse into one
+    op before its last wait (without the flush the proxy may still read the input when the call ends)."""
+    plan = json.loads(compile_algorithm(NAME, world_size, ranks_per_node, verify=False))
+    check_schema(plan)
+    assert verify(plan, calls=3) == []
+    for gpu in plan["gpus"]:
+        ports = {c["id"] for c in gpu["channels"] if c["type"] == "port"}
+        assert len(ports) == world_size - ranks_per_node
+        for tb in gpu["threadblocks"]:
+            names = [op["op"] for op in tb["ops"]]
+            if any(c in ports for op in tb["ops"] for c in op.get("channels", [])):
+                assert names[-2:] == ["put_with_signal_and_flush", "wait"], names  # put, signal, flush fused
+
+
+def test_a_put_across_nodes_without_the_peers_entry_is_caught():
+    plan = json.loads(compile_algorithm(NAME, 2, 1, verify=False))
+    del _ops(plan, 0, 0)[0]["publish"]
+    assert verify(plan, calls=2), "a put through a port channel must read the entry the peer published"

@@ -63,6 +63,23 @@ LOOM_HOST_DEVICE void publishEntry(const BlockState& s, const Operand& o, const 
   storeRelaxed(&words[1], entry.bytes);
 }
 
+// The same over a port channel, where the proxy moves the bytes: the entry goes into this rank's staging
+// area at the mailbox's offset (the staging area mirrors the peer's scratch), and one trigger copies it into
+// the peer's mailbox and then signals the peer, so the entry arrives before the signal that announces it.
+LOOM_HOST_DEVICE void publishEntryThroughProxy(const BlockState& s, const Operand& o, ChannelView& channel,
+                                               int32_t op) {
+  const CallEntry entry = tableEntry(*s.table, o.entry);
+  checkInside(s, entry, s.table->outputBytes, op);
+  auto* words = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(channel.staging) + o.offset);
+  storeRelaxed(&words[0], entry.offset);
+  storeRelaxed(&words[1], entry.bytes);
+  PortChannelHandle& port = channel.port;
+  port.fifo.push(o.offset, o.offset, kMailboxBytes,
+                 ProxyTrigger::makeMeta(kTriggerData | kTriggerSignal, port.semaphoreId, channel.portMemory[2],
+                                        channel.stagingMemory),
+                 op);
+}
+
 // The data address of a part of an entry: this rank's buffer, or a peer's output through a channel.
 LOOM_HOST_DEVICE uint8_t* entryAddress(const BlockState& s, const Operand& o, uint64_t at) {
   if (o.channel == kLocalOperand) return static_cast<uint8_t*>(s.program.buffers[o.buffer]) + at;
@@ -84,7 +101,8 @@ LOOM_HOST_DEVICE void runEntryCopy(const BlockState& s, const Op& op) {
     to = mailboxEntry(s.program, dst.entry);
     if (from.bytes != to.bytes) {
       const ChannelView& channel = s.program.channels[dst.channel];
-      stopOnEntry(WaitKind::kEntryMismatch, channel.memory.waitContext, to.bytes, from.bytes, planOp);
+      const WaitContext& where = channel.isPort ? channel.port.semaphore.waitContext : channel.memory.waitContext;
+      stopOnEntry(WaitKind::kEntryMismatch, where, to.bytes, from.bytes, planOp);
     }
   } else {
     to = tableEntry(*s.table, dst.entry);
@@ -93,6 +111,23 @@ LOOM_HOST_DEVICE void runEntryCopy(const BlockState& s, const Op& op) {
   }
   const EntryPart part = entryPart(from.bytes, src, s.table->alignment);
   const EntryPart into = entryPart(to.bytes, dst, s.table->alignment);
+  if (dst.channel != kLocalOperand && s.program.channels[dst.channel].isPort) {
+    // The proxy copies out of this rank's registered input into the peer's registered output, in one trigger
+    // that also signals (and is waited for) when the op fused those; an empty part still signals.
+    uint64_t flags = part.end > part.begin ? kTriggerData : 0;
+    if (op.flags & kOpPortSignal) flags |= kTriggerSignal;
+    if (op.flags & kOpPortFlush) flags |= kTriggerFlush;
+    if (s.thread == 0 && flags != 0) {
+      ChannelView& channel = s.program.channels[dst.channel];
+      const uint64_t position =
+          channel.port.fifo.push(to.offset + into.begin, from.offset + part.begin, part.end - part.begin,
+                                 ProxyTrigger::makeMeta(flags, channel.port.semaphoreId, channel.portMemory[dst.buffer],
+                                                        s.program.portBuffers[src.buffer]),
+                                 planOp);
+      if (op.flags & kOpPortFlush) channel.port.fifo.sync(position, planOp);
+    }
+    return;
+  }
   if (part.end <= part.begin) return;
   copyBytes(entryAddress(s, dst, to.offset + into.begin), entryAddress(s, src, from.offset + part.begin),
             part.end - part.begin, s.thread, s.threads);

@@ -26,6 +26,10 @@ LOOM_HOST_DEVICE void runSignal(const BlockState& s, const Op& op) {
   for (uint32_t i = s.thread; i < op.srcs; i += s.threads) {
     const Operand& operand = s.program.operands[op.first + i];
     ChannelView& channel = s.program.channels[operand.channel];
+    if ((op.flags & kOpPublish) && channel.isPort) {
+      publishEntryThroughProxy(s, operand, channel, int32_t(op.planOp));  // the entry, then the signal
+      continue;
+    }
     if (op.flags & kOpPublish) publishEntry(s, operand, channel, int32_t(op.planOp));
     if (channel.isPort) {
       channel.port.signal(int32_t(op.planOp));
