@@ -14,8 +14,9 @@ before its last wait, so that the input may be reused once the call is done.
 The plan is all-to-all's with its byte ranges read at run time, so its postcondition is all-to-all's, and
 the verifier's proof holds for every count: no op depends on the sizes, only on the entries.
 
-Parameters: ``world_size`` 2 to 8 on one node, or 2 or more nodes of 1 to 8 ranks; ``instances``, ``inplace`` (must be False), ``name``;
-options ``min_message_size``, ``max_message_size``, ``num_threads_per_block``.
+Parameters: ``world_size`` 2 to 8 on one node, or 2 or more nodes of 1 to 8 ranks; ``instances``,
+``inplace`` (must be False), ``name``; options ``min_message_size``, ``max_message_size``,
+``num_threads_per_block``.
 """
 
 from __future__ import annotations
