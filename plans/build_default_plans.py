@@ -34,6 +34,7 @@ SHAPES = [(2, 2), (4, 4), (8, 8), (4, 2), (8, 4), (16, 8)]
 # Counted plans take one more: two ranks on two nodes, the link of a send/recv pair across nodes (libloom_nccl).
 COUNTED_SHAPES = [*SHAPES, (2, 1)]
 
+
 @dataclass(frozen=True)
 class DefaultPlan:
     """One bundled plan: the algorithm, its shape and size range, and how it is compiled."""

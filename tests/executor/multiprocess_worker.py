@@ -320,6 +320,34 @@ def alltoallv() -> None:
     report(rank=rank, ok=True, checked=3)
 
 
+def two_hosts() -> None:
+    """Ranks on two hosts (LOOM_TEST_HOST_ID, the first half on one, the rest on the other): all-to-all-v
+    with random splits over the two-node plan (port channels across the hosts), then send/recv around the
+    ring, whose pairs across the hosts run over port channels too."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from alltoallv_cases import COLUMNS, expected_output, random_counts, rank_input
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    os.environ["LOOM_TEST_HOST_ID"] = f"host{rank * 2 // world}"  # before Loom first asks who its host is
+    comm = loom.Communicator(host_only=True)
+    assert comm.ranks_per_node == world // 2, comm.ranks_per_node
+    for seed in range(3):
+        counts = random_counts(700 + seed, world)
+        source = rank_input(seed, rank, counts)
+        output = np.zeros((int(counts[:, rank].sum()), COLUMNS), np.float32)
+        comm.all_to_all(output, source, output_splits=list(counts[:, rank]), input_splits=list(counts[rank]))
+        assert np.array_equal(output, expected_output(seed, rank, counts)), seed
+    after, before = (rank + 1) % world, (rank - 1) % world
+    inbox = np.zeros(333, np.float32)
+    for turn in (0, 1):  # even ranks send first, odd ranks receive first
+        if rank % 2 == turn:
+            comm.send(np.full(333, rank, np.float32), after)
+        else:
+            comm.recv(inbox, before)
+    assert np.all(inbox == before), inbox[:4]
+    report(rank=rank, ok=True, checked=4)
+
+
 def main() -> None:
     mode, *args = sys.argv[1:]
     if mode == "collectives":
@@ -338,6 +366,8 @@ def main() -> None:
         jit_overlapping_groups()
     elif mode == "alltoallv":
         alltoallv()
+    elif mode == "two_hosts":
+        two_hosts()
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

@@ -46,6 +46,18 @@ def test_a_jit_plan_one_group_compiled_is_agreed_again_in_another_that_shares_ra
     assert sorted(results(run.stdout)) == [0, 1, 2, 3], run.stdout[-4000:]
 
 
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_all_to_all_v_and_send_recv_across_two_hosts(nproc, tmp_path):
+    # Processes acting as two hosts: the peers across them are reached over port channels (TCP), the bundled
+    # two-node plans (2 x 1, 2 x 2), not the JIT's.
+    processes = start_ranks(nproc, "two_hosts", env={"LOOM_CACHE_DIR": str(tmp_path)})
+    codes, output = finish(processes, 90)
+    assert codes == [0] * nproc, output[-4000:]
+    found = results(output)
+    assert sorted(found) == list(range(nproc)), output[-4000:]
+    assert all(records[0]["checked"] == 4 for records in found.values())
+
+
 @pytest.mark.parametrize("nproc", [3, 4])
 def test_all_to_all_v_across_processes(nproc, tmp_path):
     # Random splits per call: each rank's entries differ, and its output is written by every peer.

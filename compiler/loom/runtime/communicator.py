@@ -274,12 +274,28 @@ class Communicator:
         if peer == self.rank:
             self._to_self(tensor, sending=sending, stream=stream)
             return
-        # A `sendrecv` plan over the two ranks: each one's input goes to the other's output, so the side
-        # that does not carry data exchanges a spare buffer of the same size.
         pair = self if self.world_size == 2 else self._pair_with(peer)
-        spare = _empty_like(tensor)
-        source, target = (tensor, spare) if sending else (spare, tensor)
-        pair._run("sendrecv", buffer_view(target, "output"), buffer_view(source, "input"), "sum", stream, inplace=False)
+        pair._message(buffer_view(tensor, "tensor"), sending=sending, stream=stream)
+
+    def _message(self, view: BufferView, *, sending: bool, stream: object) -> None:
+        """One send or receive on a two-rank communicator: a counted call (an all-to-all-v plan of the two)
+        whose one entry is the message, straight from the sender's buffer into the receiver's; the peer's call
+        carries the other end. On two nodes the plan runs over a port channel."""
+        self._check_not_aborted()
+        handle = self.executor.stream_for(stream, [view])
+        plan = self._select("alltoallv", view.nbytes, view.dtype, False, self.executor.capturing(handle), None, "sum")
+        if plan is None:
+            raise InvalidArgumentError(
+                f"peer: no all-to-all-v plan runs between these two ranks ({self.ranks_per_node} per node)"
+            )
+        none = [(0, 0), (0, 0)]
+        message = list(none)
+        message[1 - self.rank] = (0, view.nbytes)
+        nothing = _part(view, 0, 0)  # the side that moves nothing: a stand-in takes its place
+        if sending:
+            self.executor.execute_counted_views(plan, view, nothing, message, none, 0, handle)
+        else:
+            self.executor.execute_counted_views(plan, nothing, view, none, message, 0, handle)
 
     def _to_self(self, tensor: object, *, sending: bool, stream: object) -> None:
         """Send/recv of a rank with itself, as NCCL pairs them in a group: the send is held, in order, until
@@ -418,13 +434,3 @@ class Communicator:
 def _part(view: BufferView, offset: int, nbytes: int) -> BufferView:
     """Bytes [offset, offset + nbytes) of ``view``."""
     return dataclasses.replace(view, pointer=view.pointer + offset, nbytes=nbytes)
-
-
-def _empty_like(tensor: object) -> object:
-    """A buffer of the same type, size, dtype and device as ``tensor`` (torch, CuPy or NumPy)."""
-    module = type(tensor).__module__.split(".")[0]
-    if module in ("torch", "numpy", "cupy"):
-        return __import__(module).empty_like(tensor)
-    raise InvalidArgumentError(
-        f"tensor: send/recv take torch tensors, CuPy or NumPy arrays, got {type(tensor).__name__}"
-    )
