@@ -164,8 +164,6 @@ std::string_view reasonName(Reason reason) {
       return "loom_off";
     case Reason::kForced:
       return "forced";
-    case Reason::kPointToPointWorld:
-      return "point_to_point_world";
     case Reason::kPointToPointSelf:
       return "point_to_point_self";
     case Reason::kPointToPointLink:
@@ -307,7 +305,6 @@ Decision decide(const CallInfo& call, const Settings& settings, const Capabiliti
   if (pointToPoint && call.toSelf && !call.grouped) return forward(Reason::kPointToPointSelf);
   // Gather and scatter are sends and receives between the root and each rank.
   const bool overPointToPoint = pointToPoint || call.call == Call::kGather || call.call == Call::kScatter;
-  if (overPointToPoint && !pointToPoint && call.worldSize != 2) return forward(Reason::kPointToPointWorld);
   if (!settings.allowsOnLoom(collective)) return forward(Reason::kNotListed);
   if (overPointToPoint) {
     // Sends and receives, alone or grouped, run as counted calls of an all-to-all-v plan of the two ranks
@@ -376,10 +373,6 @@ std::string why(const CallInfo& call, const Decision& decision) {
       return "Loom's side is off on this communicator";
     case Reason::kForced:
       return "LOOM_NCCL_FORCE_NCCL is set";
-    case Reason::kPointToPointWorld:
-      return "Loom runs gather and scatter (over send/recv) in this library on 2-rank communicators only (this "
-             "one has " +
-             std::to_string(call.worldSize) + ")";
     case Reason::kPointToPointLink:
       return "a send/recv over the link of the two ranks (a communicator of two, made by their first message)";
     case Reason::kPointToPointSelf:

@@ -65,9 +65,9 @@ enum class Reason : uint8_t {
   kCustomOp,           // ncclRedOpCreatePreMulSum's operators
   kLoomOff,            // Loom's side is not up on this communicator
   kForced,             // LOOM_NCCL_FORCE_NCCL
-  kPointToPointWorld,  // gather/scatter on a communicator of more than two ranks
   kPointToPointSelf,   // send/recv of a rank to itself: a local copy inside a group, NCCL's alone
-  kPointToPointLink,   // send/recv on more than two ranks: over the pair's link, whose plan is chosen there
+  kPointToPointLink,   // send/recv (gather, scatter) on more than two ranks: over each pair's link, whose plan is
+                       // chosen there
   kNotListed,          // not in LOOM_NCCL_COLLECTIVES
   kOpMissing,          // prod, and avg of integers
   kTypeMissing,        // int8, uint8, int64, uint64, float64 in a reduction

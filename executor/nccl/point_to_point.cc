@@ -272,7 +272,8 @@ void runGatherOrScatter(ncclComm& comm, const PendingCall& call, const Decision&
   }
   std::vector<std::pair<const PendingCall*, Decision>> calls;
   for (const PendingCall& p : parts) calls.emplace_back(&p, decision);
-  runPointToPoint(comm, calls);
+  // On more than two ranks a link with no plan (the bundled plans and the JIT off) hands its messages back.
+  for (const PendingCall* forwarded : runPointToPoint(comm, calls)) forward(comm, *forwarded);
 }
 
 }  // namespace loom::nccl

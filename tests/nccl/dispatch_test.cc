@@ -101,9 +101,9 @@ TEST(NcclDispatch, TableOfDecisions) {
       {"reduce to root 3: no bundled plan (the library's JIT compiles one)", reduceToRoot3, Route::kForward,
        Reason::kNoPlan},
       {"reduce, prod", call(Call::kReduce, 1024, 8, ncclFloat32, ncclProd), Route::kForward, Reason::kOpMissing},
-      // Gather and scatter go over the point-to-point path, which runs two ranks.
-      {"gather on 8 ranks", call(Call::kGather, 1024), Route::kForward, Reason::kPointToPointWorld},
-      {"scatter on 8 ranks", call(Call::kScatter, 1024), Route::kForward, Reason::kPointToPointWorld},
+      // Gather and scatter go over the point-to-point path: on more than two ranks over the pairs' links.
+      {"gather on 8 ranks", call(Call::kGather, 1024), Route::kLoom, Reason::kPointToPointLink},
+      {"scatter on 8 ranks", call(Call::kScatter, 1024), Route::kLoom, Reason::kPointToPointLink},
       {"gather on 2 ranks", call(Call::kGather, 1024, 2), Route::kLoom, Reason::kPlan, "alltoallv"},
       // Send/recv run on the pair's bundled all-to-all-v plan (no Python needed).
       {"send on 2 ranks", call(Call::kSend, 256, 2), Route::kLoom, Reason::kPlan, "alltoallv"},

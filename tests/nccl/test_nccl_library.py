@@ -811,14 +811,18 @@ def test_a_group_of_sends_to_itself_is_a_local_copy_on_one_rank(tmp_path: Path) 
     assert "ncclSend" not in [line.split()[1] for line in _fake_log(tmp_path)], output
 
 
-def test_gather_and_scatter_run_over_send_and_recv_on_two_ranks(tmp_path: Path) -> None:
-    steps = "gather:50:float32:0:check;gather:7:int32:1:check;scatter:64:float32:1:check"
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_gather_and_scatter_run_over_send_and_recv(world: int, tmp_path: Path) -> None:
+    """The root's sends or receives with each rank (over each pair's link on more than two ranks), its own
+    piece a local copy; alone and in a group; nothing reaches NCCL."""
+    last = world - 1
+    steps = f"gather:50:float32:0:check;gather:7:int32:{last}:check;scatter:64:float32:{last}:check"
     steps += ";group;scatter:9:int32:0:check;end"
-    output = _drive(tmp_path, "threads", "2", steps)
+    output = _drive(tmp_path, "threads", str(world), steps)
     checks = [line for line in output.splitlines() if " check " in line]
-    assert len(checks) == 8 and all(line.endswith("check ok") for line in checks), output
+    assert len(checks) == 4 * world and all(line.endswith("check ok") for line in checks), output
     log = [line.split()[1] for line in _fake_log(tmp_path)]
-    assert "ncclGather" not in log and "ncclScatter" not in log, log
+    assert not {"ncclGather", "ncclScatter", "ncclSend", "ncclRecv"} & set(log), log
 
 
 @pytest.mark.parametrize("world", [3, 4])
