@@ -19,7 +19,9 @@ from loom.compiler.driver import compile_algorithm
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loom  # noqa: E402
+from alltoallv_cases import COLUMNS, expected_output, random_counts, rank_input  # noqa: E402
 from plan_buffers import plan_buffers  # noqa: E402
 from rank_threads import run_ranks  # noqa: E402
 
@@ -132,6 +134,9 @@ def test_bundled_plan_on_cpu_backend(path):
     that starts above 1 MiB is opened down to 0 first (the program is the same at every size), so
     that host memory and time stay small."""
     plan = _native.Plan.load(str(path))
+    if plan.collective == "alltoallv":
+        _run_counted_and_check(plan)
+        return
     if plan.min_message_bytes > LARGEST_CPU_MESSAGE:
         opened = json.loads(path.read_text())
         opened["min_message_bytes"] = 0
@@ -175,6 +180,39 @@ def _run_and_check(plan, dtype_name: str, sizes: list[int]) -> None:
         if isinstance(results[rank], BaseException):
             raise results[rank]
         assert results[rank]["launches"] == len(calls)
+
+
+def _run_counted_and_check(plan) -> None:
+    """An all-to-all-v plan: CALLS calls of random per-peer row counts (zeros included), every rank's output
+    against the senders' rows."""
+    world = plan.world_size
+    seeds = [zlib.crc32(plan.name.encode()) + call for call in range(CALLS)]
+
+    def body(bootstrap):
+        executor = loom.Executor(_native.Communicator(bootstrap, host_only=True))
+        rank = bootstrap.rank
+        rows = 40 * world
+        source = np.zeros((rows, COLUMNS), np.float32)
+        output = np.zeros((rows, COLUMNS), np.float32)
+        row = COLUMNS * 4
+        for seed in seeds:
+            counts = random_counts(seed, world)
+            mine = rank_input(seed, rank, counts)
+            source[: len(mine)] = mine
+            entries = []
+            for sizes in (counts[rank], counts[:, rank]):
+                starts = np.cumsum(sizes) - sizes
+                entries.append([(int(at) * row, int(n) * row) for at, n in zip(starts, sizes, strict=True)])
+            executor.execute_counted(plan, source, output, sends=entries[0], receives=entries[1])
+            expected = expected_output(seed, rank, counts)
+            assert np.array_equal(output[: len(expected)], expected), seed
+        return executor.stats()
+
+    results = run_ranks(world, _native.UniqueId.create("127.0.0.1"), body, timeout_ms=60000)
+    for rank in range(world):
+        if isinstance(results[rank], BaseException):
+            raise results[rank]
+        assert results[rank]["launches"] == CALLS
 
 
 def test_the_proxy_lets_go_of_the_memories_of_contexts_that_are_dropped():
