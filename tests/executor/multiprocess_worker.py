@@ -306,37 +306,34 @@ def jit_overlapping_groups() -> None:
 def alltoallv() -> None:
     """All-to-all-v through loom.Communicator with seeded random splits (zeros included): peers write into
     each other's outputs, which live in shared memory while the call runs (the staging of private arrays)."""
+    comm = loom.Communicator(host_only=True)
+    all_to_all_v_calls(comm, 500)
+    report(rank=comm.rank, ok=True, checked=3)
+
+
+def all_to_all_v_calls(comm: object, first_seed: int) -> None:
+    """Three all-to-all-v calls of seeded random splits (zeros included), each output checked."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from alltoallv_cases import COLUMNS, expected_output, random_counts, rank_input
 
-    comm = loom.Communicator(host_only=True)
     rank, world = comm.rank, comm.world_size
-    for seed in range(3):
-        counts = random_counts(500 + seed, world)
+    for seed in range(first_seed, first_seed + 3):
+        counts = random_counts(seed, world)
         source = rank_input(seed, rank, counts)
         output = np.zeros((int(counts[:, rank].sum()), COLUMNS), np.float32)
         comm.all_to_all(output, source, output_splits=list(counts[:, rank]), input_splits=list(counts[rank]))
         assert np.array_equal(output, expected_output(seed, rank, counts)), seed
-    report(rank=rank, ok=True, checked=3)
 
 
 def two_hosts() -> None:
     """Ranks on two hosts (LOOM_TEST_HOST_ID, the first half on one, the rest on the other): all-to-all-v
     with random splits over the two-node plan (port channels across the hosts), then send/recv around the
     ring, whose pairs across the hosts run over port channels too."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from alltoallv_cases import COLUMNS, expected_output, random_counts, rank_input
-
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     os.environ["LOOM_TEST_HOST_ID"] = f"host{rank * 2 // world}"  # before Loom first asks who its host is
     comm = loom.Communicator(host_only=True)
     assert comm.ranks_per_node == world // 2, comm.ranks_per_node
-    for seed in range(3):
-        counts = random_counts(700 + seed, world)
-        source = rank_input(seed, rank, counts)
-        output = np.zeros((int(counts[:, rank].sum()), COLUMNS), np.float32)
-        comm.all_to_all(output, source, output_splits=list(counts[:, rank]), input_splits=list(counts[rank]))
-        assert np.array_equal(output, expected_output(seed, rank, counts)), seed
+    all_to_all_v_calls(comm, 700)
     after, before = (rank + 1) % world, (rank - 1) % world
     inbox = np.zeros(333, np.float32)
     for turn in (0, 1):  # even ranks send first, odd ranks receive first

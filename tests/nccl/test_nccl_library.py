@@ -76,6 +76,34 @@ def _results(output: str) -> dict[str, str]:
     return found
 
 
+def _drive_processes(tmp_path: Path, world: int, steps: str, hosts: list[str] | None = None) -> str:
+    """``steps`` on ``world`` processes, rank r acting as host ``hosts[r]`` when given (LOOM_TEST_HOST_ID:
+    processes of one machine that reach each other over the network transports only, as across hosts)."""
+    env = _env(tmp_path)
+    hosts = hosts or [""] * world  # "": the machine's own identity
+    root = subprocess.Popen(
+        [str(_built(DRIVER)), "root", str(world), steps],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**env, "LOOM_TEST_HOST_ID": hosts[0]},
+    )
+    hexid = root.stdout.readline().split()[1]
+    others = [
+        subprocess.Popen(
+            [str(DRIVER), "rank", hexid, str(rank), str(world), steps],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**env, "LOOM_TEST_HOST_ID": hosts[rank]},
+        )
+        for rank in range(1, world)
+    ]
+    output = root.communicate(timeout=TIMEOUT_S)[0] + "".join(p.communicate(timeout=TIMEOUT_S)[0] for p in others)
+    assert root.returncode == 0 and all(p.returncode == 0 for p in others), output
+    return output
+
+
 def test_exports_are_the_api_of_nccl_h() -> None:
     declared = set(
         re.findall(r"^\s*(?:ncclResult_t|const char\s*\*|void)\s+(p?nccl\w+)\s*\(", _header().read_text(), re.M)
@@ -860,27 +888,7 @@ def test_links_between_processes_carry_send_and_recv(tmp_path: Path) -> None:
         steps += [f"r{rank}@send:{50 + rank}:float32:{(rank + 1) % world}"]
         steps += [f"r{rank}@recv:{50 + (rank - 1) % world}:float32:{(rank - 1) % world}:check"]
     steps = ";".join([*steps, "end", "r2@send:8:int32:0", "r0@recv:8:int32:2:check"])
-    env = _env(tmp_path)
-    root = subprocess.Popen(
-        [str(_built(DRIVER)), "root", str(world), steps],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    hexid = root.stdout.readline().split()[1]
-    others = [
-        subprocess.Popen(
-            [str(DRIVER), "rank", hexid, str(rank), str(world), steps],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        for rank in range(1, world)
-    ]
-    output = root.communicate(timeout=TIMEOUT_S)[0] + "".join(p.communicate(timeout=TIMEOUT_S)[0] for p in others)
-    assert root.returncode == 0 and all(p.returncode == 0 for p in others), output
+    output = _drive_processes(tmp_path, world, steps)
     checks = [line for line in output.splitlines() if " check " in line]
     assert len(checks) == world + 1 and all(line.endswith("check ok") for line in checks), output
     assert "ncclSend" not in [line.split()[1] for line in _fake_log(tmp_path)], output
@@ -900,33 +908,6 @@ def test_calls_in_a_symmetric_window_exchange_no_addresses(world: int, tmp_path:
     assert output.count("5 calls found their buffers in windows, 1 exchanged addresses") == world, output
     assert output.count("the real NCCL's only (not NCCL_WIN_COLL_SYMMETRIC") == world, output
     assert output.count("AllGather     loom       plan                             10 calls") == world, output
-
-
-def _drive_processes(tmp_path: Path, world: int, steps: str, hosts: list[str]) -> str:
-    """``steps`` on ``world`` processes, rank r acting as host ``hosts[r]`` (LOOM_TEST_HOST_ID: processes of
-    one machine that reach each other over the network transports only, as across hosts)."""
-    env = _env(tmp_path)
-    root = subprocess.Popen(
-        [str(_built(DRIVER)), "root", str(world), steps],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**env, "LOOM_TEST_HOST_ID": hosts[0]},
-    )
-    hexid = root.stdout.readline().split()[1]
-    others = [
-        subprocess.Popen(
-            [str(DRIVER), "rank", hexid, str(rank), str(world), steps],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**env, "LOOM_TEST_HOST_ID": hosts[rank]},
-        )
-        for rank in range(1, world)
-    ]
-    output = root.communicate(timeout=TIMEOUT_S)[0] + "".join(p.communicate(timeout=TIMEOUT_S)[0] for p in others)
-    assert root.returncode == 0 and all(p.returncode == 0 for p in others), output
-    return output
 
 
 @pytest.mark.parametrize(("hosts", "plan"), [("ab", "alltoallv_fullmesh_2x1"), ("aabb", "alltoallv_fullmesh_2r_0")])
