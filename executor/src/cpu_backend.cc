@@ -4,10 +4,14 @@
 // counters, staged user buffers) is shared host memory that they map. Semaphores, packets and flags
 // behave as on the GPU.
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -21,7 +25,8 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(bool peersInOtherProcesses) : shared_(peersInOtherProcesses) {}
+  explicit CpuBackend(Communicator& communicator)
+      : communicator_(communicator), shared_(communicator.hostPeersInOtherProcesses()) {}
   bool onGpu() const override { return false; }
   bool stagesUserBuffers() const override { return shared_; }
 
@@ -83,12 +88,16 @@ class CpuBackend final : public Backend {
   uint32_t maxResidentBlocks(uint32_t, DataType, ReduceOp) override { return UINT32_MAX; }
 
  private:
-  // One host thread per block, all at once; throws what the first block (by index) threw.
+  // One host thread per block, all at once; throws what the first block (by index) threw. Meanwhile this
+  // thread watches for peers that are gone (watchForDepartedPeers).
   template <typename Body>
-  static void runBlocks(uint32_t blocks, const Body& body) {
+  void runBlocks(uint32_t blocks, const Body& body) {
     std::vector<std::exception_ptr> failures(blocks);
     std::vector<std::thread> threads;
     threads.reserve(blocks);
+    std::mutex mutex;
+    std::condition_variable finished;
+    uint32_t running = blocks;
     for (uint32_t block = 0; block < blocks; ++block) {
       threads.emplace_back([&, block] {
         try {
@@ -96,12 +105,39 @@ class CpuBackend final : public Backend {
           body(block);
         } catch (...) {
           failures[block] = std::current_exception();
+          // The call has failed: the other blocks stop too rather than wait for what will not come (a peer
+          // blocked on this rank). The executor refuses later calls after such a failure.
+          communicator_.deviceDiagnostics().requestAbort();
         }
+        std::lock_guard lock(mutex);
+        if (--running == 0) finished.notify_one();
       });
     }
+    watchForDepartedPeers(mutex, finished, running);
     for (std::thread& thread : threads) thread.join();
     for (const std::exception_ptr& failure : failures) {
       if (failure) std::rethrow_exception(failure);
+    }
+  }
+
+  // Until the blocks are done: every 100 ms, the peers whose bootstrap connection closed (their process is
+  // gone); one gone for 200 ms ends the waits on it (DeviceDiagnostics::notePeerGone) rather than their
+  // timeout. The grace lets what it sent before it went arrive (over a port channel's own connection, which
+  // may lag the bootstrap's).
+  void watchForDepartedPeers(std::mutex& mutex, std::condition_variable& finished, const uint32_t& running) {
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kPoll = std::chrono::milliseconds(100);
+    constexpr auto kGrace = std::chrono::milliseconds(200);
+    std::map<int, Clock::time_point> goneSince;
+    std::unique_lock lock(mutex);
+    while (!finished.wait_for(lock, kPoll, [&] { return running == 0; })) {
+      lock.unlock();
+      const Clock::time_point now = Clock::now();
+      for (int peer : communicator_.bootstrap().departedPeers()) {
+        const Clock::time_point since = goneSince.emplace(peer, now).first->second;
+        if (now - since >= kGrace) communicator_.deviceDiagnostics().notePeerGone(peer);
+      }
+      lock.lock();
     }
   }
 
@@ -110,13 +146,14 @@ class CpuBackend final : public Backend {
       throw Error(ErrorCategory::kInvalidArgument, "stream: the CPU backend runs on host threads and takes no stream");
     }
   }
+  Communicator& communicator_;
   bool shared_;
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> makeCpuBackend(Communicator& communicator) {
-  return std::make_unique<CpuBackend>(communicator.hostPeersInOtherProcesses());
+  return std::make_unique<CpuBackend>(communicator);
 }
 
 }  // namespace loom

@@ -93,6 +93,11 @@ std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs) {
     case WaitKind::kEntryMismatch:
     case WaitKind::kEntryOutside:
       return describeEntryFault(r, text);
+    case WaitKind::kPeerGone:
+      text += "wait";
+      if (r.channel >= 0) text += " on channel " + std::to_string(r.channel);
+      return text + " ended: rank " + std::to_string(r.peer) +
+             "'s process is gone (its bootstrap connection closed); " + expected;
     default:
       text += "wait";
   }
@@ -113,12 +118,21 @@ std::optional<std::string> DeviceDiagnostics::report() const {
 void DeviceDiagnostics::check() const {
   const device::DiagnosticRecord* record = storage_->host();
   if (auto text = report()) {
-    throw Error(device::entryFault(record->kind) ? ErrorCategory::kInvalidArgument : ErrorCategory::kTimeout, *text);
+    const ErrorCategory category = device::entryFault(record->kind) ? ErrorCategory::kInvalidArgument
+                                   : record->kind == int32_t(device::WaitKind::kPeerGone) ? ErrorCategory::kTransport
+                                                                                          : ErrorCategory::kTimeout;
+    throw Error(category, *text);
   }
 }
 
 void DeviceDiagnostics::clear() { *storage_->host() = device::DiagnosticRecord{}; }
 
 void DeviceDiagnostics::requestAbort() { device::storeRelease(&storage_->host()->abortRequested, int32_t(1)); }
+
+void DeviceDiagnostics::notePeerGone(int rank) {
+  if (rank < 0 || rank >= device::kMaxDepartedRanks) return;  // its waits end at their timeout
+  uint64_t* word = &storage_->host()->departed[rank / 64];
+  device::AtomicRef<uint64_t>(*word).fetch_or(uint64_t(1) << (rank % 64), device::kRelease);
+}
 
 }  // namespace loom

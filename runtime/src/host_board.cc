@@ -1,5 +1,6 @@
 #include "loom/host_board.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -9,13 +10,20 @@
 #include <thread>
 
 #include "loom/error.hpp"
+#include "loom/rank_list.hpp"
 #include "loom/registered_memory.hpp"
 #include "loom/shared_host_memory.hpp"
 #include "loom/transport.hpp"
-#include "loom/rank_list.hpp"
 
 namespace loom {
 namespace {
+
+bool anyOf(const std::vector<int>& ranks, const std::vector<int>& among) {
+  for (int rank : ranks) {
+    if (std::find(among.begin(), among.end(), rank) != among.end()) return true;
+  }
+  return false;
+}
 
 constexpr uint64_t kSlotBytes = 256;  // the sequence word and the record: four cache lines at most
 constexpr uint64_t kSlots = 2;
@@ -81,6 +89,8 @@ struct HostBoard::Impl {
         if (now - start >= kSpinOnly) std::this_thread::sleep_for(std::chrono::microseconds(20));
         if (now >= nextCheck) {
           communicator.bootstrap().checkInterrupt();
+          // A missing rank whose process is gone never posts: say so now, not at the timeout.
+          if (anyOf(missing, communicator.bootstrap().departedPeers())) return missing;
           nextCheck = now + std::chrono::milliseconds(100);
         }
       }
@@ -164,12 +174,16 @@ std::vector<std::vector<uint8_t>> HostBoard::allGather(std::span<const uint8_t> 
   if (!missing.empty()) {
     impl.broken = true;
     const std::vector<int> departed = impl.communicator.bootstrap().departedPeers();
+    const std::string closed =
+        "the bootstrap connection of " + rankList(departed) + " was closed (their process is gone)";
+    if (anyOf(missing, departed)) {
+      throw Error(ErrorCategory::kTransport, impl.where() + ": " + rankList(missing) + " did not post exchange " +
+                                                 std::to_string(exchange) + ": " + closed);
+    }
     throw Error(ErrorCategory::kTimeout, impl.where() + ": " + rankList(missing) + " did not post exchange " +
                                              std::to_string(exchange) + " within " +
                                              std::to_string(impl.communicator.bootstrap().timeoutMs()) + " ms" +
-                                             (departed.empty() ? std::string()
-                                                               : "; the bootstrap connection of " + rankList(departed) +
-                                                                     " was closed (their process is gone)"));
+                                             (departed.empty() ? std::string() : "; " + closed));
   }
   std::vector<std::vector<uint8_t>> records(impl.slots.size());
   for (size_t rank = 0; rank < impl.slots.size(); ++rank) {

@@ -81,11 +81,15 @@ def collectives() -> None:
     report(rank=rank, checked=checked, stages=comm.executor.stats())
 
 
-def kill(victim: int) -> None:
-    """All-reduce in a loop; the victim SIGKILLs itself from a second thread while its main thread is inside
-    a call. Survivors call until one fails and report the error and when it came."""
+def kill(victim: int, where: str) -> None:
+    """All-reduce in a loop; the victim SIGKILLs itself. ``where`` = "packets": 4 KiB calls (an LL plan: its
+    waits are packet reads, no host exchange), the victim dying from a second thread while its main thread is
+    inside a call. "semaphores": the same with 8 MiB calls (a plan of semaphore waits on channels, each eager
+    call first meeting the others on the host board). "exchange": 8 MiB calls, the victim dying between
+    calls, so the survivors wait for it on the host board. Survivors call until one fails and report the
+    error and when it came."""
     comm = loom.Communicator(host_only=True)
-    data = np.ones(1024, np.float32)
+    data = np.ones(1024 if where == "packets" else 2 << 20, np.float32)
     comm.all_reduce(data)
     comm.bootstrap.barrier()
     if comm.rank == victim:
@@ -95,6 +99,8 @@ def kill(victim: int) -> None:
             report(rank=comm.rank, killed_at=time.time())
             os.kill(os.getpid(), signal.SIGKILL)
 
+        if where == "exchange":
+            die()
         threading.Thread(target=die, daemon=True).start()
     calls = 0
     try:
@@ -350,7 +356,7 @@ def main() -> None:
     if mode == "collectives":
         collectives()
     elif mode == "kill":
-        kill(int(args[0]))
+        kill(int(args[0]), args[1] if len(args) > 1 else "packets")
     elif mode == "abort":
         abort()
     elif mode == "disagree":

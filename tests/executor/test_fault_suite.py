@@ -30,9 +30,11 @@ CYCLES = int(os.environ.get("LOOM_FAULT_CYCLES", "1000"))
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize(("nproc", "victim"), [(2, 1), (4, 2)])
-def test_a_rank_killed_mid_collective_makes_every_survivor_fail_in_time(nproc, victim):
-    codes, text = finish(start_ranks(nproc, "kill", str(victim), env=FAST), limit_s=30)
+@pytest.mark.parametrize(
+    ("nproc", "victim", "where"), [(2, 1, "packets"), (4, 2, "packets"), (2, 1, "semaphores"), (4, 1, "exchange")]
+)
+def test_a_rank_killed_mid_collective_makes_every_survivor_fail_in_time(nproc, victim, where):
+    codes, text = finish(start_ranks(nproc, "kill", str(victim), where, env=FAST), limit_s=30)
     found = results(text)
     killed_at = found[victim][0]["killed_at"]
     assert codes[victim] == -9, text[-3000:]
@@ -42,8 +44,12 @@ def test_a_rank_killed_mid_collective_makes_every_survivor_fail_in_time(nproc, v
         failure, refused, aborted = found[rank]
         assert failure["kind"] in ("LoomTimeoutError", "TransportError"), failure
         assert re.search(rf"ranks? [\d, ]*\b{victim}\b[\d, ]* closed", failure["message"]), failure
-        # Within the configured timeout plus 1 s of the kill (a wait that began before it ends sooner).
-        assert failure["failed_at"] - killed_at <= TIMEOUT_MS / 1000 + 1.0, (failure, killed_at)
+        # The bootstrap connection closes with the process. Waits on the dead rank (semaphore waits on its
+        # channel, the host board) end when that is seen, within 1 s of the kill, well before the 3 s
+        # timeouts. An LL packet read does not know which peer writes it: it ends at its timeout (a wait that
+        # began before the kill ends sooner), unless a wait of its call on the dead rank ended first.
+        bound = TIMEOUT_MS / 1000 + 1.0 if where == "packets" else 1.0
+        assert failure["failed_at"] - killed_at <= bound, (failure, killed_at)
         assert "must be aborted" in refused["next_call"], refused
         assert aborted["abort_ended"] and aborted["abort_s"] < 1.0, aborted
         assert codes[rank] == 3, text[-3000:]  # the worker's own exit after reporting

@@ -40,6 +40,8 @@ class DeviceDiagnostics {
   void clear();
   // Makes every host-thread wait that reports here give up (the CPU backend's part of an abort).
   void requestAbort();
+  // Makes every host-thread wait on `rank` end with a kPeerGone record: its process is gone.
+  void notePeerGone(int rank);
 
  private:
   struct Storage;

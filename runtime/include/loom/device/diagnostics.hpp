@@ -28,7 +28,12 @@ enum class WaitKind : int32_t {
   // Not waits: a counted call's entries that cannot run (the call stops, as a timeout stops it).
   kEntryMismatch = 5,  // a send's bytes (seen) differ from the receive entry's (expected)
   kEntryOutside = 6,   // an entry ends (seen) past the end of its buffer (expected)
+  // Not a timeout: the wait's peer is gone (its process closed its bootstrap connection), so it ended early.
+  kPeerGone = 7,
 };
+
+// Ranks whose departure a record can hold (DiagnosticRecord::departed): more than any plan the JIT makes.
+inline constexpr int32_t kMaxDepartedRanks = 256;
 
 // Whether a record's kind is a fault of the call's entries rather than a wait that ran out of time.
 LOOM_HOST_DEVICE constexpr bool entryFault(int32_t kind) {
@@ -48,7 +53,16 @@ struct DiagnosticRecord {
   uint64_t seen;
   uint64_t elapsedNs;
   int32_t abortRequested;  // set by the host (Communicator::abort): host-thread waits give up
+  // Set by the host: ranks (bit r % 64 of word r / 64) whose process is gone; a host-thread wait on such a
+  // peer ends at once, recording kPeerGone, rather than at its timeout.
+  uint64_t departed[kMaxDepartedRanks / 64];
 };
+
+// Whether `record` says rank `peer` is gone (host-thread waits only read it).
+LOOM_HOST_DEVICE bool peerDeparted(DiagnosticRecord* record, int32_t peer) {
+  if (record == nullptr || peer < 0 || peer >= kMaxDepartedRanks) return false;
+  return (loadAcquire(&record->departed[peer / 64]) >> (peer % 64)) & 1;
+}
 
 // Carried by every device handle that waits: where to report, who we are, how long to wait.
 struct WaitContext {
@@ -103,9 +117,11 @@ LOOM_HOST_DEVICE void reportTimeout(const WaitContext& context, WaitKind kind, i
 #if LOOM_DEVICE_PASS
   __trap();
 #else
-  throw std::runtime_error(std::string(entryFault(int32_t(kind)) ? "loom: bad call entry" : "loom: wait timed out") +
-                           " (kind " + std::to_string(int(kind)) + ", expected " + std::to_string(expected) +
-                           ", seen " + std::to_string(seen) + ")");
+  const char* what = entryFault(int32_t(kind))     ? "loom: bad call entry"
+                     : kind == WaitKind::kPeerGone ? "loom: the peer waited on is gone"
+                                                   : "loom: wait timed out";
+  throw std::runtime_error(std::string(what) + " (kind " + std::to_string(int(kind)) + ", expected " +
+                           std::to_string(expected) + ", seen " + std::to_string(seen) + ")");
 #endif
 }
 
@@ -122,9 +138,16 @@ LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, i
 #if !LOOM_DEVICE_PASS
     // Host threads (the CPU backend) may outnumber the cores: let the one we wait for run.
     if ((spins & 63) == 0) std::this_thread::yield();
-    // An abort ends the waits of the CPU backend; a GPU kernel is left to its own timeout.
-    if ((spins & 4095) == 0 && context.record != nullptr && loadAcquire(&context.record->abortRequested) != 0) {
-      throw std::runtime_error("loom: wait aborted");
+    // An abort ends the waits of the CPU backend; a GPU kernel is left to its own timeout. So does the
+    // departure of the peer waited on, once it is seen (one more look first: it may have delivered before it
+    // went).
+    if ((spins & 4095) == 0 && context.record != nullptr) {
+      if (loadAcquire(&context.record->abortRequested) != 0) throw std::runtime_error("loom: wait aborted");
+      if (peerDeparted(context.record, context.peer)) {
+        const uint64_t last = poll();
+        if (ready(last)) return last;
+        reportTimeout(context, WaitKind::kPeerGone, op, expected, last, 0);
+      }
     }
 #endif
     if (context.timeoutNs > 0 && (spins & 4095) == 0) {
