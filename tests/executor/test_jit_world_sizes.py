@@ -55,8 +55,9 @@ def test_every_collective_has_a_verified_plan_across_nodes(world, per_node, tmp_
     sizes = (4096 * world, 4 << 20) if world == 6 else (4096 * world,)
     # reduce_read reads peers' memory, which a port channel cannot: no library reduce runs across nodes.
     assert choose("reduce", world, per_node, 4096 * world) is None
-    # alltoallv_fullmesh runs one node: across nodes all-to-all-v has no library plan yet.
-    assert choose("alltoallv", world, per_node, 4096) is None
+    # All-to-all-v across nodes: alltoallv_fullmesh over port channels between the nodes, one plan for every size.
+    counted = plan_for_call("alltoallv", world_size=world, ranks_per_node=per_node, message_bytes=1, inplace=False)
+    assert counted.name == f"alltoallv_fullmesh_{world // per_node}x{per_node}_0_{1 << 30}"
     for collective in (c for c in FIXED_SIZE if c != "reduce"):
         for size in sizes:
             choice = choose(collective, world, per_node, size)

@@ -221,7 +221,8 @@ class Communicator:
         if plan is None:
             raise InvalidArgumentError(
                 f"input_splits: no all-to-all-v plan runs on {world} ranks, {self.ranks_per_node} per node"
-                " (alltoallv_fullmesh runs 2 to 8 ranks on one node)"
+                " (alltoallv_fullmesh runs 2 to 8 ranks on one node, or nodes of 1 to 8; with LOOM_DEFAULT_PLANS=0 only"
+                " your own plans run)"
             )
         pointer = 0 if entries is None else entries_pointer(entries, world, self.executor.on_gpu)
         self._counted_entries = entries  # read by the kernel after this returns (stream-ordered)
