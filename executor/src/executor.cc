@@ -236,28 +236,40 @@ struct Executor::Impl {
     return std::pair(*input, *output);
   }
 
+  // Where rank `rank`'s `address` lies in window `id` (none: outside every window this rank knows).
+  std::optional<uint64_t> offsetIn(uint64_t id, uint64_t address, size_t rank) const {
+    const SymmetricWindow* window = id != 0 ? windows->byId(id) : nullptr;
+    if (window == nullptr) return std::nullopt;
+    return address - window->bases[rank];
+  }
+
   // Every rank's buffers lie in the windows this rank's lie in (or, like this rank's, in none), at the same
-  // offsets: else a rank would take a window's context that its peers never set up, or shift wrongly.
+  // offsets: else a rank would take a window's context that its peers never set up, or shift wrongly. Runs
+  // on every exchanging call, so the text is made only for an error.
   void checkWindowsAgree(const Plan& plan, const std::vector<RankBuffers>& everyRank, const RankBuffers& mine) const {
     const auto me = size_t(communicator->rank());
+    const auto agrees = [&](const RankBuffers& r, size_t rank) {
+      if (r.inputWindow != mine.inputWindow || r.outputWindow != mine.outputWindow) return false;
+      if (mine.inputWindow == 0 && mine.outputWindow == 0) return true;
+      return offsetIn(r.inputWindow, r.input, rank) == offsetIn(mine.inputWindow, mine.input, me) &&
+             offsetIn(r.outputWindow, r.output, rank) == offsetIn(mine.outputWindow, mine.output, me);
+    };
+    std::string differing;
     const auto where = [&](const RankBuffers& r, size_t rank) {
       if (r.inputWindow == 0 && r.outputWindow == 0) return std::string("in no symmetric window");
       const auto offset = [&](uint64_t id, uint64_t address) {
-        const SymmetricWindow* window = windows->byId(id);
-        return window ? std::to_string(address - window->bases[rank]) : std::string("?");
+        const std::optional<uint64_t> at = offsetIn(id, address, rank);
+        return at ? std::to_string(*at) : std::string("?");
       };
       return "in windows " + std::to_string(r.inputWindow) + " (input, offset " + offset(r.inputWindow, r.input) +
              ") and " + std::to_string(r.outputWindow) + " (output, offset " + offset(r.outputWindow, r.output) + ")";
     };
-    const std::string mineWhere = where(mine, me);
-    std::string differing;
     for (size_t r = 0; r < everyRank.size(); ++r) {
-      const std::string theirs = where(everyRank[r], r);
-      if (theirs != mineWhere) differing += "; rank " + std::to_string(r) + "'s lie " + theirs;
+      if (!agrees(everyRank[r], r)) differing += "; rank " + std::to_string(r) + "'s lie " + where(everyRank[r], r);
     }
     if (!differing.empty()) {
-      throw invalid("plan '" + plan.name + "', rank " + std::to_string(me) + ": this rank's buffers lie " + mineWhere +
-                    differing +
+      throw invalid("plan '" + plan.name + "', rank " + std::to_string(me) + ": this rank's buffers lie " +
+                    where(mine, me) + differing +
                     " (buffers in symmetric windows must lie in the same windows at the same offsets on every rank)");
     }
   }
@@ -273,26 +285,27 @@ struct Executor::Impl {
     const void* input = buffers.input;
     void* output = buffers.output;
     ContextKey key{messageBytes, shape.type, shape.op, {}};
-    RankBuffers mine{reinterpret_cast<uint64_t>(input),
-                     reinterpret_cast<uint64_t>(output),
-                     backend->allocationId(input),
-                     backend->allocationId(output),
-                     buffers.inputBytes,
-                     buffers.outputBytes};
-    // Buffers in symmetric windows: every rank's are known here, and the context is keyed by the windows.
+    // What this rank tells its peers of its buffers (an allocation id is a driver query on a GPU: asked only
+    // for calls that exchange).
+    const auto mineOf = [&] {
+      return RankBuffers{reinterpret_cast<uint64_t>(input),
+                         reinterpret_cast<uint64_t>(output),
+                         backend->allocationId(input),
+                         backend->allocationId(output),
+                         buffers.inputBytes,
+                         buffers.outputBytes};
+    };
+    // Buffers in symmetric windows: every rank's are known here, and the context is keyed by the pair of windows.
     std::optional<std::pair<WindowPlace, WindowPlace>> windowed;
     if (cached.bindsUserBuffers && cached.shiftable) windowed = windowsHolding(buffers);
     if (windowed) {
-      mine.inputWindow = windowed->first.window->id;
-      mine.outputWindow = windowed->second.window->id;
       everyRank = windowedBuffers(windowed->first, windowed->second);
-      key.ranks.assign(everyRank.size(), RankBuffers{});
-      for (RankBuffers& r : key.ranks) {
-        r.inputWindow = mine.inputWindow;
-        r.outputWindow = mine.outputWindow;
-      }
+      RankBuffers& windows = key.ranks.emplace_back();
+      windows.inputWindow = windowed->first.window->id;
+      windows.outputWindow = windowed->second.window->id;
       ++stats.windowCalls;
     } else if (cached.bindsUserBuffers) {
+      const RankBuffers mine = mineOf();
       everyRank = agreeOnCall(*communicator, callBoard(), plan, shape, mine);
       ++stats.bufferExchanges;
       checkWindowsAgree(plan, everyRank, mine);
@@ -315,6 +328,9 @@ struct Executor::Impl {
     // A window context is set up where the ranks meet anyway: they check the call and the offsets there.
     std::vector<RankBuffers> setUpWith = everyRank;
     if (windowed) {
+      RankBuffers mine = mineOf();
+      mine.inputWindow = windowed->first.window->id;
+      mine.outputWindow = windowed->second.window->id;
       checkWindowsAgree(plan, agreeOnCall(*communicator, callBoard(), plan, shape, mine), mine);
       ++stats.bufferExchanges;
       // Set up on the windows' bases and whole bytes, so that every offset in them is a shift.
