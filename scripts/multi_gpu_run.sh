@@ -59,6 +59,11 @@ status=0
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUT/NAME.log, print the tail
   local name=$1 limit=$2
   shift 2
+  # SKIP_STEPS, a bash regex of step names, leaves steps out (a rerun of what failed in a stage).
+  if [ -n "${SKIP_STEPS:-}" ] && [[ $name =~ ^(${SKIP_STEPS})$ ]]; then
+    echo "== $name: skipped (SKIP_STEPS)"
+    return
+  fi
   if [ -n "${BUDGET_S:-}" ]; then
     # A timeout around this script waits for the running step (bash defers its trap), so each step gets at
     # most what is left of BUDGET_S, less 20 s to pack the results.

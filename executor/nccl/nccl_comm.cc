@@ -506,6 +506,8 @@ void destroy(ncclComm* comm, bool abort) {
     comm->realComm = nullptr;
   }
   comm->executor.reset();  // waits for the programs in flight
+  for (void* scratch : comm->exchangeScratch) cudaFree(scratch);
+  comm->exchangeScratch.clear();
   comm->communicator.reset();
   comm->bootstrap.reset();
 }

@@ -87,6 +87,12 @@ struct ncclComm {
   std::map<int, std::unique_ptr<ncclComm>> links;
   cudaStream_t linkStream = nullptr;  // a link's own stream (links only, GPU only)
   cudaEvent_t orderEvent = nullptr;   // orders the streams of its send/recv rounds (point_to_point.cc)
+  // The bytes to send of in-place exchanges (a send and a receive over one buffer, point_to_point.cc), whose
+  // plans run out of place. A grown scratch keeps the smaller ones until the communicator goes: a captured
+  // graph may still name them.
+  std::vector<void*> exchangeScratch;  // device allocations, the last the largest
+  uint64_t exchangeScratchBytes = 0;
+  std::vector<uint8_t> hostExchangeScratch;  // the CPU backend's
 
   loom::nccl::Capabilities capabilities() const { return {executor != nullptr, realComm != nullptr}; }
 };

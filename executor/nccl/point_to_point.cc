@@ -3,7 +3,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -70,6 +72,73 @@ void runSelf(ncclComm& comm, const std::vector<const PendingCall*>& sends,
     if (!comm.settings.cpuBackend) follow(comm, round.recv->stream, round.send->stream);
     localCopy(comm, round.recv->recv, round.send->send, bytesOf(*round.send), round.recv->stream);
     if (!comm.settings.cpuBackend) follow(comm, round.send->stream, round.recv->stream);
+  }
+}
+
+bool overlapping(const PendingCall& send, const PendingCall& recv) {
+  const auto from = reinterpret_cast<uintptr_t>(send.send), into = reinterpret_cast<uintptr_t>(recv.recv);
+  const uint64_t sendBytes = bytesOf(send), recvBytes = bytesOf(recv);
+  return sendBytes > 0 && recvBytes > 0 && from < into + recvBytes && into < from + sendBytes;
+}
+
+// `comm`'s scratch for staged sends, at least `bytes` long. It grows geometrically, under graph capture too
+// (the capture mode is relaxed for this thread around the allocation, which is no stream work).
+uint8_t* exchangeScratch(ncclComm& comm, uint64_t bytes) {
+  if (comm.settings.cpuBackend) {
+    if (comm.hostExchangeScratch.size() < bytes) comm.hostExchangeScratch.resize(bytes);
+    return comm.hostExchangeScratch.data();
+  }
+  if (comm.exchangeScratchBytes < bytes) {
+    const uint64_t grown = std::max<uint64_t>(std::bit_ceil(bytes), uint64_t(1) << 20);
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    void* scratch = nullptr;
+    const cudaError_t status = cudaMalloc(&scratch, grown);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    if (status != cudaSuccess) {
+      throw Error(ErrorCategory::kCuda,
+                  "cudaMalloc of " + std::to_string(grown) +
+                      " bytes (the scratch of send/recv in place): " + cudaGetErrorString(status));
+    }
+    comm.exchangeScratch.push_back(scratch);
+    comm.exchangeScratchBytes = grown;
+  }
+  return static_cast<uint8_t*>(comm.exchangeScratch.back());
+}
+
+// A group's sends whose bytes a receive of the same group overwrites (nccl-tests' sendrecv in place: one buffer
+// sent to one rank and received into from another) are first copied into `comm`'s scratch, each on its call's
+// stream, and sent from there (the copies, with the scratch as their buffer, kept in `held`): the plans run out
+// of place, and rounds with different peers run side by side. `originals` maps each copy to its call. A peer writes
+// into this rank's buffer only once this rank's launch has published its receive entry, which comes after the copy: the
+// launch's stream follows the receive's, and a receive on another stream than the send is made to follow the copy.
+// Groups of one communicator reuse the scratch, so they are ordered as their streams order them, as NCCL's are.
+void stageOverlappingSends(ncclComm& comm, std::vector<const PendingCall*>& sends,
+                           const std::vector<const PendingCall*>& recvs, std::deque<PendingCall>& held,
+                           std::map<const PendingCall*, const PendingCall*>& originals) {
+  constexpr uint64_t kAlign = 256;
+  std::vector<size_t> overlapped;
+  uint64_t total = 0;
+  for (size_t i = 0; i < sends.size(); ++i) {
+    if (std::any_of(recvs.begin(), recvs.end(),
+                    [&](const PendingCall* recv) { return overlapping(*sends[i], *recv); })) {
+      overlapped.push_back(i);
+      total += (bytesOf(*sends[i]) + kAlign - 1) / kAlign * kAlign;
+    }
+  }
+  if (overlapped.empty()) return;
+  uint8_t* scratch = exchangeScratch(comm, total);
+  uint64_t at = 0;
+  for (const size_t i : overlapped) {
+    PendingCall& staged = held.emplace_back(*sends[i]);
+    staged.send = scratch + at;
+    localCopy(comm, scratch + at, sends[i]->send, bytesOf(staged), staged.stream);
+    for (const PendingCall* recv : recvs) {
+      if (!comm.settings.cpuBackend && overlapping(*sends[i], *recv)) follow(comm, recv->stream, staged.stream);
+    }
+    at += (bytesOf(staged) + kAlign - 1) / kAlign * kAlign;
+    originals[&staged] = sends[i];
+    sends[i] = &staged;
   }
 }
 
@@ -224,14 +293,22 @@ std::vector<const PendingCall*> runPointToPoint(ncclComm& comm,
       (sending ? peerSends : peerRecvs).push_back(call);
     }
   }
+  std::deque<PendingCall> staged;
+  std::map<const PendingCall*, const PendingCall*> originals;
+  std::vector<const PendingCall*> allRecvs = peerRecvs;
+  allRecvs.insert(allRecvs.end(), selfRecvs.begin(), selfRecvs.end());
+  stageOverlappingSends(comm, selfSends, allRecvs, staged, originals);
+  stageOverlappingSends(comm, peerSends, allRecvs, staged, originals);
   runSelf(comm, selfSends, selfRecvs);
   if (comm.worldSize != 2) {
     for (const PendingCall* call : runOverLinks(comm, peerSends, peerRecvs)) forwarded.push_back(call);
     return forwarded;
   }
   for (const Round& round : rounds(peerSends, peerRecvs)) {
+    const PendingCall* larger = &largerOf(round);
+    if (const auto original = originals.find(larger); original != originals.end()) larger = original->second;
     for (const auto& [call, decision] : resolved) {
-      if (call == &largerOf(round)) runRound(comm, round, *decision.plan);
+      if (call == larger) runRound(comm, round, *decision.plan);
     }
   }
   return forwarded;

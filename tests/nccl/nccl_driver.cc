@@ -325,6 +325,21 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     for (size_t i = 0; i < c; ++i) check.expect(buffer, 0, i, value(i));
     return result;
   }
+  if (name == "inplace") {
+    // inplace:COUNT:TYPE:TO:FROM: one group sends a buffer to TO and receives FROM's into the same buffer
+    // (nccl-tests' sendrecv in place); rank p's buffer holds p * 1000 + i % 13.
+    const size_t c = count();
+    const ncclDataType_t type = typeOf(args.at(2));
+    const int to = std::stoi(args.at(3)), from = std::stoi(args.at(4));
+    Buffer& buffer = keep.emplace_back(c, type);
+    for (size_t i = 0; i < c; ++i) buffer.set(i, r * 1000.0 + double(i % 13));
+    ncclResult_t result = ncclGroupStart();
+    if (result == ncclSuccess) result = ncclSend(buffer.at(0), c, type, to, me.comm, nullptr);
+    if (result == ncclSuccess) result = ncclRecv(buffer.at(0), c, type, from, me.comm, nullptr);
+    const ncclResult_t ended = ncclGroupEnd();
+    for (size_t i = 0; i < c; ++i) check.expect(buffer, 0, i, from * 1000.0 + double(i % 13));
+    return result != ncclSuccess ? result : ended;
+  }
   if (name == "group") return ncclGroupStart();
   if (name == "end") return ncclGroupEnd();
   if (name == "split") {
@@ -406,7 +421,8 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
       for (size_t i = 0; i < c; ++i) window.set(at + i, 1000.0 * k + 10.0 * r + double(i % 97));
       result = ncclAllGather(window.at(at), window.at(at + c), c, ncclFloat32, me.comm, nullptr);
       for (int q = 0; q < n; ++q) {
-        for (size_t i = 0; i < c; ++i) check.expect(window, at + c + size_t(q) * c, i, 1000.0 * k + 10.0 * q + double(i % 97));
+        for (size_t i = 0; i < c; ++i)
+          check.expect(window, at + c + size_t(q) * c, i, 1000.0 * k + 10.0 * q + double(i % 97));
       }
       if (result == ncclSuccess && check.wanted && !check.failure().empty()) return ncclInternalError;
     }

@@ -879,6 +879,22 @@ def test_send_and_recv_on_more_ranks_run_over_links_of_two(world: int, tmp_path:
     assert "compiled plan" not in output, output
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_send_and_recv_in_place_stage_the_bytes_to_send(world: int, tmp_path: Path) -> None:
+    """nccl-tests' sendrecv in place: one buffer sent to the next rank and received into from the previous,
+    in one group. The all-to-all-v plan runs out of place, so the bytes to send go through the communicator's
+    scratch first; on Loom, every rank's buffer then holds its sender's values (twice: the scratch is reused,
+    then grown)."""
+    steps = []
+    for count in (1000, 1000, 300000):
+        steps += [f"r{r}@inplace:{count}:float32:{(r + 1) % world}:{(r - 1) % world}:check" for r in range(world)]
+    output = _drive(tmp_path, "threads", str(world), ";".join(steps))
+    checks = [line for line in output.splitlines() if " check " in line]
+    assert len(checks) == 3 * world and all(line.endswith("check ok") for line in checks), output
+    log = [line.split()[1] for line in _fake_log(tmp_path)]
+    assert "ncclSend" not in log and "ncclRecv" not in log, log
+
+
 def test_links_between_processes_carry_send_and_recv(tmp_path: Path) -> None:
     # Three processes: each pair's link is a communicator of two processes, whose host buffers are staged in
     # shared memory (the multi-process CPU backend), made by the pair's first message.

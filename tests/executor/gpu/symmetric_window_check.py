@@ -45,10 +45,12 @@ def check_rank(bootstrap) -> int:
     targets = torch.zeros(SLOTS * PIECE * world, dtype=torch.float32, device=device)
     failures, calls = 0, 0
 
-    def call_at(slot: int, call: int) -> torch.Tensor:
+    def call_at(slot: int, call: int | None) -> torch.Tensor:
+        """The all-gather at `slot`, its input first filled for `call` (None: left as it is)."""
         source = sources[slot * PIECE : (slot + 1) * PIECE]
         target = targets[slot * PIECE * world : (slot + 1) * PIECE * world]
-        _fill(source, rank, call)
+        if call is not None:
+            _fill(source, rank, call)
         comm.executor.execute(plan, source, target)
         return target
 
@@ -71,9 +73,10 @@ def check_rank(bootstrap) -> int:
             flush=True,
         )
         failures += 1
+    # The graph holds the call alone; each replay's input is filled before it.
     graph = torch.cuda.CUDAGraph()
     with ranks.capture(graph):
-        target = call_at(2, 0)
+        target = call_at(2, None)
     for call in range(5, 8):
         _fill(sources[2 * PIECE : 3 * PIECE], rank, call)
         graph.replay()
