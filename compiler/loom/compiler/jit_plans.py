@@ -24,10 +24,17 @@ from loom.errors import InvalidArgumentError, LoomError
 # What a JIT plan can serve: the library's algorithms reduce with sum.
 JIT_COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "alltoallv")
 
-# Counted collectives: one plan serves every size of a shape (its entries come with each call). Thread
-# blocks per rank stay at 8 (instances x world size): a first rule, not yet measured against NCCL.
+# Counted collectives: one plan serves every size of a shape (its entries come with each call, and ranks
+# whose entries differ in size must still run the same plan). Thread blocks per rank stay at 8 (instances x
+# world size), a first rule, but for two ranks of one node (send/recv in libloom_nccl.so and
+# loom.Communicator): 32 instances. bench/p2p_bench.py on 2 x H200 (docs/perf/p2p.md) found them at or below
+# NCCL's time from 1 MiB for a lone send and from 32 KiB for an exchange (0.63-0.84x from 256 KiB), where 4
+# instances took up to twice NCCL's time from 4 MiB. Fewer instances are up to 1.5 us faster below 32 KiB,
+# but ranks whose all-to-all-v entries differ in size must pick the same plan, so one serves every size.
+# More blocks on larger worlds would not stay resident with 8 ranks sharing one GPU.
 COUNTED_CHOICES = {"alltoallv": "alltoallv_fullmesh"}
 COUNTED_BLOCKS_PER_RANK = 8
+COUNTED_PAIR_INSTANCES = 32
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,8 @@ def choose(collective: str, world_size: int, ranks_per_node: int, message_bytes:
         algorithm = COUNTED_ALGORITHMS[name]
         if not _runs_on(name, world_size, ranks_per_node):
             return None
-        instances = max(1, COUNTED_BLOCKS_PER_RANK // world_size)
+        pair = world_size == 2 and ranks_per_node == 2
+        instances = COUNTED_PAIR_INSTANCES if pair else max(1, COUNTED_BLOCKS_PER_RANK // world_size)
         return JitChoice(name, algorithm.min_message_bytes, algorithm.max_message_bytes, instances, 1024)
     for name, low, high, instances, threads in rows_for_shape(world_size, ranks_per_node):
         if (
