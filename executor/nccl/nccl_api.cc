@@ -8,6 +8,9 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
 
 #include "group.hpp"
 #include "log.hpp"
@@ -48,6 +51,16 @@ ncclResult_t runWithBuffers(ncclComm_t comm, PendingCall& call, const void* send
 
 PendingCall makeCall(Call call, size_t count, ncclDataType_t type, ncclComm_t comm, cudaStream_t stream) {
   need(comm);
+  // As NCCL: once an asynchronous error was reported (a peer gone), calls fail at once rather than wait for it.
+  if (const ncclResult_t async = comm->asyncError.load(); async != ncclSuccess) {
+    std::string earlier;
+    {
+      std::lock_guard<std::mutex> lock(comm->errorMutex);
+      earlier = comm->lastError;
+    }
+    throw Failure(async, "the communicator has an asynchronous error (" + earlier +
+                             "); abort it (ncclCommAbort) and create a new one");
+  }
   if (int(type) < 0 || int(type) >= int(ncclNumTypes)) {
     throw Failure(ncclInvalidArgument, "datatype: " + std::to_string(int(type)) + " is not an ncclDataType_t");
   }
@@ -313,6 +326,19 @@ void ncclResetDebugInit() {}
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (comm == nullptr || asyncError == nullptr) return ncclInvalidArgument;
   if (auto* real = foreignComm(comm)) return real->ncclCommGetAsyncError(comm, asyncError);
+  // A peer whose process is gone (or an earlier Loom call that failed) is this communicator's asynchronous
+  // error, as NCCL reports a remote failure: torch's watchdog then ends the job's waits at once, not at the
+  // process group's timeout.
+  if (comm->asyncError.load() == ncclSuccess && comm->executor) {
+    if (const std::optional<loom::Error> error = comm->executor->asyncError()) {
+      const std::string text = "comm " + std::to_string(comm->serial) + " rank " + std::to_string(comm->rank) +
+                               ": asynchronous error ncclRemoteError: " + error->what();
+      loom::nccl::recordError(comm, text);
+      if (comm->asyncError.exchange(ncclRemoteError) == ncclSuccess) {
+        loom::nccl::logLine(loom::nccl::LogLevel::kWarn, comm->cudaDevice, text);
+      }
+    }
+  }
   ncclResult_t state = comm->asyncError.load();
   if (state == ncclSuccess && comm->realComm != nullptr) {
     const ncclResult_t result = comm->real->ncclCommGetAsyncError(comm->realComm, &state);

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -117,6 +118,19 @@ void bindExecutor(py::module_& module) {
           py::arg("wait_ms") = 5000,
           "Like ncclCommAbort: end a call in flight on another thread and free what the plans hold, without "
           "waiting for peers. False when the call in flight did not return within wait_ms.")
+      .def(
+          "async_error",
+          [](const Executor& executor) -> std::optional<std::string> {
+            std::optional<Error> error;
+            {
+              py::gil_scoped_release release;
+              error = executor.asyncError();
+            }
+            if (!error) return std::nullopt;
+            return std::string(error->what());
+          },
+          "What makes the communicator unusable, without waiting for a call in flight (ncclCommGetAsyncError): an "
+          "earlier call's failure, else the ranks whose process is gone; None when nothing is known.")
       .def_property_readonly("on_gpu", &Executor::onGpu)
       .def(
           "capturing", [](const Executor& e, uint64_t stream) { return e.capturing(reinterpret_cast<void*>(stream)); },

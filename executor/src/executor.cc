@@ -88,7 +88,10 @@ struct Executor::Impl {
   std::vector<int> gpuSharers;         // ranks on this rank's GPU, this one included (several: gpu_sharing.hpp)
   std::timed_mutex mutex;              // one call at a time: setup steps must happen in the same order on every rank
   std::unique_ptr<UserBufferStaging> staging;  // the multi-process CPU backend's copies of user buffers
-  std::string failure;  // why an earlier call failed (a peer that timed out or went away), or empty
+  // Why an earlier call failed (a peer that timed out or went away), or empty; under its own lock, since
+  // asyncError() reads it while a call in flight holds `mutex`.
+  std::string failure;
+  mutable std::mutex failureMutex;
   std::atomic<bool> aborted{false};
   std::list<uint64_t> planOrder;
   std::unordered_map<uint64_t, std::pair<CachedPlan, std::list<uint64_t>::iterator>> plans;
@@ -421,7 +424,7 @@ struct Executor::Impl {
       try {
         communicator->deviceDiagnostics().check();
       } catch (const Error& error) {
-        failure = error.what();
+        noteFailure(error.what());
         throw;
       }
       throw;
@@ -437,7 +440,7 @@ struct Executor::Impl {
       run(plan, shape, buffers, stream, table);
     } catch (const Error& error) {
       if (error.category() == ErrorCategory::kTimeout || error.category() == ErrorCategory::kTransport) {
-        failure = error.what();
+        noteFailure(error.what());
         // A wait names the peer it waited on; a peer that died may be another one: name it too.
         const std::string departed = departedPeers();
         if (!departed.empty()) throw Error(error.category(), std::string(error.what()) + departed);
@@ -445,6 +448,15 @@ struct Executor::Impl {
       throw;
     }
     ++stats.launches;
+  }
+
+  void noteFailure(const std::string& text) {
+    std::lock_guard lock(failureMutex);
+    failure = text;
+  }
+  std::string failureText() const {
+    std::lock_guard lock(failureMutex);
+    return failure;
   }
 
   std::string departedPeers() {
@@ -461,8 +473,8 @@ struct Executor::Impl {
   void checkUsable() const {
     const std::string where = "executor of rank " + std::to_string(communicator->rank());
     if (aborted) throw invalid(where + ": the communicator was aborted; create a new one");
-    if (!failure.empty()) {
-      throw invalid(where + ": an earlier call failed (" + failure +
+    if (const std::string failed = failureText(); !failed.empty()) {
+      throw invalid(where + ": an earlier call failed (" + failed +
                     "); the communicator must be aborted (Communicator.abort()) and created anew");
     }
   }
@@ -841,6 +853,24 @@ void Executor::deregisterWindow(uint64_t window) {
     for (auto& [hash, entry] : impl_->plans) dropContexts(entry.first, onWindow);
     impl_->windows->remove(window);
   });
+}
+
+std::optional<Error> Executor::asyncError() const {
+  if (const std::string failed = impl_->failureText(); !failed.empty()) {
+    return Error(ErrorCategory::kTransport, "an earlier call failed: " + failed);
+  }
+  std::optional<std::vector<int>> departed;
+  try {
+    departed = impl_->communicator->bootstrap().lostPeersIfIdle();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (!departed || departed->empty()) return std::nullopt;
+  return Error(ErrorCategory::kTransport, "rank " + std::to_string(impl_->communicator->rank()) + ": " +
+                                              rankList(*departed) +
+                                              " closed the bootstrap connection to this rank without a goodbye "
+                                              "(killed or crashed?); the communicator must be aborted and created "
+                                              "anew");
 }
 
 bool Executor::abort(int64_t waitMs) {

@@ -9,8 +9,8 @@
 #include "environment.hpp"
 #include "listener_registry.hpp"
 #include "loom/error.hpp"
-#include "messenger.hpp"
 #include "loom/rank_list.hpp"
+#include "messenger.hpp"
 #include "socket.hpp"
 #include "wire.hpp"
 
@@ -67,6 +67,9 @@ int64_t defaultBootstrapTimeoutMs() {
   return parseInteger(*text, 1, kMaxTimeoutMs, "LOOM_BOOTSTRAP_TIMEOUT_MS");
 }
 
+// How long a closing bootstrap waits for its goodbyes to go out.
+constexpr int64_t kGoodbyeWaitMs = 100;
+
 struct Bootstrap::Impl {
   int rank;
   int worldSize;
@@ -89,6 +92,16 @@ struct Bootstrap::Impl {
         timeoutMs(timeoutMs),
         id(id),
         rootAddress(*net::SocketAddress::unpack(id.packedAddress().data())) {}
+
+  // The peers hear that this rank leaves on purpose, so that its closed connections are no failure to them
+  // (Bootstrap::lostPeersIfIdle); best effort, briefly.
+  ~Impl() {
+    if (!messenger) return;
+    try {
+      messenger->sayGoodbye(kGoodbyeWaitMs);
+    } catch (...) {
+    }
+  }
 
   std::string where() const { return "rank " + std::to_string(rank) + " of " + std::to_string(worldSize); }
   std::string within() const { return "within " + std::to_string(timeoutMs) + " ms"; }
@@ -175,6 +188,13 @@ std::vector<int> Bootstrap::departedPeers() {
   std::lock_guard lock(impl_->mutex);
   if (!impl_->messenger) return {};
   return impl_->messenger->departedPeers();
+}
+
+std::optional<std::vector<int>> Bootstrap::lostPeersIfIdle() {
+  std::unique_lock lock(impl_->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
+  if (!impl_->messenger) return std::vector<int>{};
+  return impl_->messenger->lostPeers();
 }
 
 std::string Bootstrap::peerAddress(int rank) const {

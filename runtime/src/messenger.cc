@@ -283,6 +283,9 @@ void Messenger::dispatch(Inbound& connection, const wire::Header& header, std::v
     case wire::Kind::kRefused:
     case wire::Kind::kStatus:
       throw wire::ProtocolError("unexpected message kind " + std::to_string(static_cast<int>(header.kind)));
+    case wire::Kind::kGoodbye:
+      peers_[connection.rank].saidGoodbye = true;
+      return;
     case wire::Kind::kAbort: {
       ErrorCategory category = header.aux <= static_cast<uint32_t>(ErrorCategory::kSystem)
                                    ? static_cast<ErrorCategory>(header.aux)
@@ -422,6 +425,10 @@ void Messenger::readOutbound(int peer) {
       offset += out.reader.consume(staging_.data() + offset, *got - offset, kMaxAnswerBytes);
       if (!out.reader.ready()) continue;
       auto [header, payload] = out.reader.take();
+      if (header.kind == wire::Kind::kGoodbye) {
+        peers_[peer].saidGoodbye = true;
+        continue;
+      }
       if (header.kind == wire::Kind::kStatus) {
         statuses_[header.tag] = std::string(payload.begin(), payload.end());
         continue;
@@ -442,6 +449,30 @@ std::vector<int> Messenger::departedPeers() {
     if (peer != rank_ && (peers_[peer].in == InState::kClosed || peers_[peer].out.closed)) departed.push_back(peer);
   }
   return departed;
+}
+
+std::vector<int> Messenger::lostPeers() {
+  std::vector<int> lost;
+  for (int peer : departedPeers()) {
+    if (!peers_[peer].saidGoodbye) lost.push_back(peer);
+  }
+  return lost;
+}
+
+void Messenger::sayGoodbye(int64_t waitMs) {
+  wire::Header header;
+  header.kind = wire::Kind::kGoodbye;
+  header.source = static_cast<uint32_t>(rank_);
+  for (int peer = 0; peer < worldSize_; ++peer) {
+    if (peer == rank_ || !peers_[peer].out.socket.valid() || peers_[peer].out.closed) continue;
+    queueFrame(peer, header, {});
+    writeOutbound(peer);
+  }
+  // A peer that only ever sent to this rank hears it on its own connection, as a status answer goes back.
+  for (auto& connection : inbound_) {
+    if (connection->rank >= 0 && !connection->done) sendBack(*connection, wire::Kind::kGoodbye, 0, "");
+  }
+  progress(Deadline(waitMs), [this] { return allFlushed(); });
 }
 
 void Messenger::closeOutbound(int peer, const std::string& failure) {

@@ -83,6 +83,11 @@ class Messenger {
   // The peers whose connection (either way) was closed by their side, after one look at the sockets
   // without waiting: a process that exited or was killed closes them all.
   std::vector<int> departedPeers();
+  // Of those, the ones that did not say goodbye first (sayGoodbye): a process that was killed or crashed.
+  std::vector<int> lostPeers();
+  // Tells every peer this rank is connected to, either way, that it is leaving on purpose; waits up to
+  // `waitMs` for the words to go out. Called as the bootstrap closes.
+  void sayGoodbye(int64_t waitMs);
   // Why nothing more will arrive from `peer`, if that is known.
   std::optional<std::string> peerFailure(int peer) const;
   // Why the connection to `peer` cannot take more data, if it cannot.
@@ -117,6 +122,7 @@ class Messenger {
     net::SocketAddress inRemote;
     std::string inFailure;
     Outbound out;
+    bool saidGoodbye = false;  // it is leaving on purpose (kGoodbye)
   };
   struct MailKey {
     wire::Kind kind;

@@ -49,8 +49,11 @@ enum class Kind : uint16_t {
   // the root answers back on the same connection.
   kStatusRequest,
   kStatus,
+  // A rank closes this bootstrap on purpose (its communicator is destroyed or aborted): its departure that
+  // follows is no failure. Sent either way on every open connection.
+  kGoodbye,
 };
-constexpr uint16_t kLastKind = static_cast<uint16_t>(Kind::kStatus);
+constexpr uint16_t kLastKind = static_cast<uint16_t>(Kind::kGoodbye);
 
 struct Header {
   Kind kind = Kind::kHello;

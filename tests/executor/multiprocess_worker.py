@@ -102,6 +102,17 @@ def kill(victim: int, where: str) -> None:
         if where == "exchange":
             die()
         threading.Thread(target=die, daemon=True).start()
+    # A watchdog thread asks comm.error() every 10 ms while the calls run, as torch's asks NCCL.
+    watched: dict = {}
+
+    def watchdog() -> None:
+        while "at" not in watched:
+            error = comm.error()
+            if error is not None:
+                watched.update(at=time.time(), message=str(error))
+            time.sleep(0.01)
+
+    threading.Thread(target=watchdog, daemon=True).start()
     calls = 0
     try:
         while True:
@@ -109,7 +120,16 @@ def kill(victim: int, where: str) -> None:
             calls += 1
     except loom.LoomError as error:
         failed_at = time.time()
-        report(rank=comm.rank, calls=calls, failed_at=failed_at, kind=type(error).__name__, message=str(error))
+        time.sleep(0.05)  # the watchdog's next look
+        report(
+            rank=comm.rank,
+            calls=calls,
+            failed_at=failed_at,
+            kind=type(error).__name__,
+            message=str(error),
+            watched_at=watched.get("at"),
+            watched=watched.get("message"),
+        )
     time.sleep(1.0)  # the other survivors fail too before this one goes (and closes its connections)
     try:
         comm.all_reduce(data)

@@ -50,6 +50,12 @@ def test_a_rank_killed_mid_collective_makes_every_survivor_fail_in_time(nproc, v
         # began before the kill ends sooner), unless a wait of its call on the dead rank ended first.
         bound = TIMEOUT_MS / 1000 + 1.0 if where == "packets" else 1.0
         assert failure["failed_at"] - killed_at <= bound, (failure, killed_at)
+        # comm.error(), asked by a watchdog thread while the call runs: the departure (on two ranks the survivor
+        # talked to the victim, so it sees it) or the call's failure, whichever comes first.
+        assert failure["watched_at"] is not None, failure
+        watch_bound = 1.0 if nproc == 2 else bound
+        assert failure["watched_at"] - killed_at <= watch_bound, (failure, killed_at)
+        assert re.search(rf"\b{victim}\b", failure["watched"]), failure
         assert "must be aborted" in refused["next_call"], refused
         assert aborted["abort_ended"] and aborted["abort_s"] < 1.0, aborted
         assert codes[rank] == 3, text[-3000:]  # the worker's own exit after reporting

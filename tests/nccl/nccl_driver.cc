@@ -16,7 +16,9 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -430,6 +432,29 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     return result != ncclSuccess ? result : deregistered;
   }
 #endif
+  if (name == "die") {
+    // die[:MS]: after MS milliseconds (default 0) this process is killed (SIGKILL: no destructor runs, the
+    // connections close as the kernel drops them).
+    if (args.size() > 1) std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(args[1])));
+    std::raise(SIGKILL);
+  }
+  if (name == "watch") {
+    // watch:MS: asks ncclCommGetAsyncError every 10 ms, as torch's watchdog does, until it reports an error or
+    // MS pass; prints what it reported and after how long.
+    const auto start = std::chrono::steady_clock::now();
+    const auto limit = start + std::chrono::milliseconds(std::stoi(args.at(1)));
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t result = ncclSuccess;
+    while (result == ncclSuccess && async == ncclSuccess && std::chrono::steady_clock::now() < limit) {
+      result = ncclCommGetAsyncError(me.comm, &async);
+      if (async == ncclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    say("rank " + std::to_string(r) + " watch async=" + resultName(async) + " after " + std::to_string(waited) +
+        " ms | " + ncclGetLastError(me.comm));
+    return result;
+  }
   if (name == "query") {
     int count = -1, rank = -1, device = -2;
     ncclResult_t async = ncclInternalError;

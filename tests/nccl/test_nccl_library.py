@@ -10,9 +10,11 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,9 +78,12 @@ def _results(output: str) -> dict[str, str]:
     return found
 
 
-def _drive_processes(tmp_path: Path, world: int, steps: str, hosts: list[str] | None = None) -> str:
+def _drive_processes(
+    tmp_path: Path, world: int, steps: str, hosts: list[str] | None = None, killed: tuple[int, ...] = ()
+) -> str:
     """``steps`` on ``world`` processes, rank r acting as host ``hosts[r]`` when given (LOOM_TEST_HOST_ID:
-    processes of one machine that reach each other over the network transports only, as across hosts)."""
+    processes of one machine that reach each other over the network transports only, as across hosts);
+    the ranks in ``killed`` end by SIGKILL (the driver's "die" step), the others with status 0."""
     env = _env(tmp_path)
     hosts = hosts or [""] * world  # "": the machine's own identity
     root = subprocess.Popen(
@@ -100,7 +105,8 @@ def _drive_processes(tmp_path: Path, world: int, steps: str, hosts: list[str] | 
         for rank in range(1, world)
     ]
     output = root.communicate(timeout=TIMEOUT_S)[0] + "".join(p.communicate(timeout=TIMEOUT_S)[0] for p in others)
-    assert root.returncode == 0 and all(p.returncode == 0 for p in others), output
+    codes = [root.returncode] + [p.returncode for p in others]
+    assert codes == [-signal.SIGKILL if rank in killed else 0 for rank in range(world)], output
     return output
 
 
@@ -893,6 +899,35 @@ def test_a_send_and_recv_in_place_stage_the_bytes_to_send(world: int, tmp_path: 
     assert len(checks) == 3 * world and all(line.endswith("check ok") for line in checks), output
     log = [line.split()[1] for line in _fake_log(tmp_path)]
     assert "ncclSend" not in log and "ncclRecv" not in log, log
+
+
+def test_a_killed_peer_is_an_asynchronous_error_within_a_second(tmp_path: Path) -> None:
+    """Issue 41: rank 1 is killed 300 ms after an all-reduce; rank 0, asking ncclCommGetAsyncError every 10 ms
+    as torch's watchdog does, gets ncclRemoteError naming rank 1 within a second of the kill (the bootstrap connection
+    closes when the process dies), and its later calls fail at once, as NCCL's do after an asynchronous error,
+    rather than wait for the dead rank (this 1 KiB all-reduce's packet reads would wait for their timeout)."""
+    steps = "allreduce:1024:float32:sum:check;r1@die:300;r0@watch:5000;r0@allreduce:1024:float32:sum"
+    started = time.monotonic()
+    output = _drive_processes(tmp_path, 2, steps, killed=(1,))
+    assert time.monotonic() - started < 15, output
+    watched = re.search(r"rank 0 watch async=(\w+) after (\d+) ms \| (.*)", output)
+    assert watched, output
+    assert watched[1] == "ncclRemoteError" and int(watched[2]) < 1300, output
+    assert "rank 1 closed the bootstrap connection to this rank without a goodbye" in watched[3], output
+    assert "LOOM WARN" in output and "asynchronous error ncclRemoteError" in output, output
+    refused = "rank 0 allreduce:1024:float32:sum -> ncclRemoteError | ncclAllReduce: the communicator has an async"
+    assert refused in output, output
+
+
+def test_a_peer_that_destroys_its_communicator_and_exits_is_no_asynchronous_error(tmp_path: Path) -> None:
+    """A rank that leaves on purpose (its communicator destroyed, its bootstrap saying goodbye as it closes) is
+    no fault: a survivor whose watchdog still asks (torch asks while a finished call is not yet reaped) gets
+    ncclSuccess. The destroy itself does not wait for the survivor."""
+    steps = "allreduce:1024:float32:sum:check;r0@watch:1500"
+    output = _drive_processes(tmp_path, 2, steps)
+    watched = re.search(r"rank 0 watch async=(\w+) after (\d+) ms", output)
+    assert watched and watched[1] == "ncclSuccess" and int(watched[2]) >= 1500, output
+    assert "LOOM WARN" not in output, output
 
 
 def test_links_between_processes_carry_send_and_recv(tmp_path: Path) -> None:

@@ -458,6 +458,26 @@ TEST(BootstrapTest, PeerThatExitsFailsTheWaitAtOnce) {
   EXPECT_LT(msSince(start), 3000);
 }
 
+TEST(BootstrapTest, APeerThatClosesItsBootstrapSaysGoodbyeAndIsNotLost) {
+  // A destroyed bootstrap tells its peers it leaves on purpose: departed, but not lost (a killed process,
+  // which says nothing, is lost: tests/nccl/test_nccl_library.py kills one).
+  UniqueId id = UniqueId::create("127.0.0.1");
+  auto outcomes = runRanks(2, id, 5000, allRanks(2), [&](Bootstrap& bootstrap) {
+    if (bootstrap.rank() == 1) {
+      bootstrap.send(0, 1, bytesOf("last words"));
+      return;  // destroys its Bootstrap: a goodbye, then the connections close
+    }
+    EXPECT_EQ(bootstrap.recv(1, 1), bytesOf("last words"));
+    const Clock::time_point start = Clock::now();
+    while (bootstrap.departedPeers().empty() && msSince(start) < 3000) std::this_thread::yield();
+    EXPECT_EQ(bootstrap.departedPeers(), std::vector<int>{1});
+    const std::optional<std::vector<int>> lost = bootstrap.lostPeersIfIdle();
+    ASSERT_TRUE(lost.has_value());
+    EXPECT_TRUE(lost->empty());
+  });
+  expectAllOk(outcomes);
+}
+
 size_t openDescriptors() {
   size_t count = 0;
   DIR* dir = ::opendir("/proc/self/fd");

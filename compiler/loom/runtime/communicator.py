@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from loom.compiler.jit_plans import choose, plan_for_call
-from loom.errors import InvalidArgumentError, LoomError
+from loom.errors import InvalidArgumentError, LoomError, TransportError
 from loom.native import native_module
 from loom.plan.cache import default_plans_enabled
 from loom.runtime import registry
@@ -134,6 +134,23 @@ class Communicator:
         if self._owns_bootstrap:
             self.bootstrap.close()
         return ended
+
+    def error(self) -> TransportError | None:
+        """Like ``ncclCommGetAsyncError``, for a watchdog thread while calls run on another: a TransportError
+        saying why this communicator can no longer be used (an earlier call failed, or a rank's process is gone:
+        it closed its bootstrap connection to this rank without the goodbye a closing bootstrap says, seen at
+        the next question, and only for ranks this rank has talked to), else None. After an error, abort() and
+        create a new communicator."""
+        if self._aborted:
+            return TransportError(f"communicator of rank {self.rank}: it was aborted")
+        executor = self.executor
+        if executor is None:
+            return None
+        reasons = [text for text in [executor.async_error()] if text]
+        for peer, pair in list(self._pairs.items()):
+            if (error := pair.error()) is not None:
+                reasons.append(f"pair with rank {peer}: {error}")
+        return TransportError("; ".join(reasons)) if reasons else None
 
     def _check_not_aborted(self) -> None:
         if self._aborted:

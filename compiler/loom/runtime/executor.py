@@ -49,6 +49,11 @@ class Executor:
         dead. Returns False when the call in flight did not return within ``wait_s``. Later calls raise."""
         return self._native.abort(int(wait_s * 1000))
 
+    def async_error(self) -> str | None:
+        """Why the communicator can no longer be used (an earlier call's failure, or ranks whose process is
+        gone), without waiting for a call in flight on another thread; None when nothing is known."""
+        return self._native.async_error()
+
     def stats(self) -> dict:
         """Plans and contexts built, launches made: a second call with the same size and buffers builds nothing."""
         return self._native.stats()

@@ -16,10 +16,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "loom/communicator.hpp"
 #include "loom/data_type.hpp"
+#include "loom/error.hpp"
 #include "loom/plan.hpp"
 
 namespace loom {
@@ -111,6 +113,12 @@ class Executor {
   // peers, which may be dead. Waits up to `waitMs` for the call in flight to return; false when it
   // did not (the resources are then freed with the executor). Every later call throws.
   bool abort(int64_t waitMs = 5000);
+
+  // What makes this communicator unusable, without waiting for a call in flight (ncclCommGetAsyncError, a
+  // watchdog thread): an earlier call's failure, else the ranks whose process is gone (they closed their
+  // bootstrap connection to this rank without saying goodbye, as a destroyed communicator's bootstrap does:
+  // only ranks this rank has talked to are seen). nullopt: none known.
+  std::optional<Error> asyncError() const;
 
   Communicator& communicator() const;
   bool onGpu() const;

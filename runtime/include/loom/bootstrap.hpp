@@ -68,6 +68,11 @@ class Bootstrap {
   // exited or was killed), after one look at the sockets; for diagnosing a peer that stopped
   // answering. Only ranks this rank has talked to can be seen.
   std::vector<int> departedPeers();
+  // Of departedPeers(), those that did not say goodbye first (a bootstrap says it as it closes: its rank
+  // left on purpose), so a process that was killed or crashed; when no other call holds the bootstrap, and
+  // nullopt when one does (a watchdog's question must not wait for a call in flight, which may itself be
+  // waiting for the lost peer).
+  std::optional<std::vector<int>> lostPeersIfIdle();
 
   // What the bootstrap's own waits run about every 100 ms, for waits outside it that abort() and the
   // interrupt check should end as well (HostBoard): throws once abort() was called, then runs the check.
