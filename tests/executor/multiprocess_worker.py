@@ -102,7 +102,7 @@ def kill(victim: int, where: str) -> None:
         if where == "exchange":
             die()
         threading.Thread(target=die, daemon=True).start()
-    # A watchdog thread asks comm.error() every 10 ms while the calls run, as torch's asks NCCL.
+    # A watchdog thread asks comm.error() every 50 ms while the calls run, as torch's watchdog asks NCCL.
     watched: dict = {}
 
     def watchdog() -> None:
@@ -110,7 +110,7 @@ def kill(victim: int, where: str) -> None:
             error = comm.error()
             if error is not None:
                 watched.update(at=time.time(), message=str(error))
-            time.sleep(0.01)
+            time.sleep(0.05)
 
     threading.Thread(target=watchdog, daemon=True).start()
     calls = 0

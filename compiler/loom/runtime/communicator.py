@@ -74,6 +74,7 @@ class Communicator:
             bootstrap = native.Bootstrap.from_environment()
         self.bootstrap = bootstrap
         self._aborted = False
+        self._async_error: TransportError | None = None  # what error() found: later calls raise it
         self.host_only = host_only
         self.native = native.Communicator(bootstrap, host_only=host_only, device=device)
         ensure_default_plans_installed()  # a fresh wheel install has them only in the package
@@ -144,17 +145,25 @@ class Communicator:
         if self._aborted:
             return TransportError(f"communicator of rank {self.rank}: it was aborted")
         executor = self.executor
-        if executor is None:
-            return None
+        if executor is None or self._async_error is not None:
+            return self._async_error
         reasons = [text for text in [executor.async_error()] if text]
         for peer, pair in list(self._pairs.items()):
             if (error := pair.error()) is not None:
                 reasons.append(f"pair with rank {peer}: {error}")
-        return TransportError("; ".join(reasons)) if reasons else None
+        if reasons:
+            # As the library after ncclCommGetAsyncError's error: later calls are refused at once.
+            self._async_error = TransportError("; ".join(reasons))
+        return self._async_error
 
     def _check_not_aborted(self) -> None:
         if self._aborted:
             raise InvalidArgumentError(f"communicator of rank {self.rank}: it was aborted; create a new one")
+        if self._async_error is not None:
+            raise TransportError(
+                f"communicator of rank {self.rank}: error() reported: {self._async_error} (it must be aborted and"
+                " created anew)"
+            )
 
     def register(self, tensor: object) -> SymmetricWindow:
         """Collective, like ``ncclCommWindowRegister`` with ``NCCL_WIN_COLL_SYMMETRIC``: every rank registers a
