@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "default_plans.hpp"
+#include "goodbye_at_exit.hpp"
 #include "group.hpp"
 #include "jit_plans.hpp"
 #include "log.hpp"
@@ -490,6 +491,7 @@ void connectFinish(const std::vector<ncclComm*>& comms) {
     reportReady(*comm);
     comm->coverage = CommunicatorCoverage::create(
         {comm->serial, comm->origin, comm->rank, comm->worldSize, comm->cudaDevice}, comm->settings.statsFile);
+    sayGoodbyeAtExit(comm->bootstrap);
     comm->ready = true;
   }
 }

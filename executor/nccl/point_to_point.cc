@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "goodbye_at_exit.hpp"
 #include "jit_plans.hpp"
 #include "loom/bootstrap_split.hpp"
 #include "loom/cache_dir.hpp"
@@ -210,6 +211,7 @@ ncclComm& linkTo(ncclComm& comm, int peer) {
                   std::string("cudaStreamCreateWithFlags (a send/recv link's stream): ") + cudaGetErrorString(status));
     }
   }
+  sayGoodbyeAtExit(made->bootstrap);
   made->ready = true;
   link = std::move(made);
   return *link;

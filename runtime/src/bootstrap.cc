@@ -85,6 +85,7 @@ struct Bootstrap::Impl {
   InterruptCheck interruptCheck;
   std::shared_ptr<std::atomic<bool>> aborted = std::make_shared<std::atomic<bool>>(false);
   std::mutex mutex;  // one call at a time per object (Python threads may share one)
+  bool saidGoodbye = false;
 
   Impl(int rank, int worldSize, const UniqueId& id, int64_t timeoutMs)
       : rank(rank),
@@ -95,8 +96,10 @@ struct Bootstrap::Impl {
 
   // The peers hear that this rank leaves on purpose, so that its closed connections are no failure to them
   // (Bootstrap::lostPeersIfIdle); best effort, briefly.
-  ~Impl() {
-    if (!messenger) return;
+  ~Impl() { sayGoodbye(); }
+  void sayGoodbye() {
+    if (!messenger || saidGoodbye) return;
+    saidGoodbye = true;
     try {
       messenger->sayGoodbye(kGoodbyeWaitMs);
     } catch (...) {
@@ -195,6 +198,11 @@ std::optional<std::vector<int>> Bootstrap::lostPeersIfIdle() {
   if (!lock.owns_lock()) return std::nullopt;
   if (!impl_->messenger) return std::vector<int>{};
   return impl_->messenger->lostPeers();
+}
+
+void Bootstrap::sayGoodbye() {
+  std::unique_lock lock(impl_->mutex, std::try_to_lock);
+  if (lock.owns_lock()) impl_->sayGoodbye();
 }
 
 std::string Bootstrap::peerAddress(int rank) const {

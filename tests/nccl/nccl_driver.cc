@@ -438,6 +438,12 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     if (args.size() > 1) std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(args[1])));
     std::raise(SIGKILL);
   }
+  if (name == "exit") {
+    // exit: this process ends normally (std::exit: atexit handlers run) with its communicators still open,
+    // as a torch job that never destroys its process group.
+    std::fflush(stdout);
+    std::exit(0);
+  }
   if (name == "watch") {
     // watch:MS: asks ncclCommGetAsyncError every 10 ms, as torch's watchdog does, until it reports an error or
     // MS pass; prints what it reported and after how long.

@@ -930,6 +930,15 @@ def test_a_peer_that_destroys_its_communicator_and_exits_is_no_asynchronous_erro
     assert "LOOM WARN" not in output, output
 
 
+def test_a_peer_that_exits_with_its_communicator_open_is_no_asynchronous_error(tmp_path: Path) -> None:
+    """A torch job often never destroys its communicators: the library says goodbye for them at exit, so the
+    survivor that still asks sees no error for a process that merely ended."""
+    steps = "allreduce:1024:float32:sum:check;r1@exit;r0@watch:1500"
+    output = _drive_processes(tmp_path, 2, steps)
+    watched = re.search(r"rank 0 watch async=(\w+) after (\d+) ms", output)
+    assert watched and watched[1] == "ncclSuccess" and int(watched[2]) >= 1500, output
+
+
 def test_links_between_processes_carry_send_and_recv(tmp_path: Path) -> None:
     # Three processes: each pair's link is a communicator of two processes, whose host buffers are staged in
     # shared memory (the multi-process CPU backend), made by the pair's first message.

@@ -73,6 +73,9 @@ class Bootstrap {
   // nullopt when one does (a watchdog's question must not wait for a call in flight, which may itself be
   // waiting for the lost peer).
   std::optional<std::vector<int>> lostPeersIfIdle();
+  // Tells the peers now that this rank leaves on purpose, as the destructor does (once for both), when no
+  // other call holds the bootstrap: for a process about to exit with its bootstrap still open.
+  void sayGoodbye();
 
   // What the bootstrap's own waits run about every 100 ms, for waits outside it that abort() and the
   // interrupt check should end as well (HostBoard): throws once abort() was called, then runs the check.
