@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -114,32 +115,35 @@ uint8_t* exchangeScratch(ncclComm& comm, uint64_t bytes) {
 // into this rank's buffer only once this rank's launch has published its receive entry, which comes after the copy: the
 // launch's stream follows the receive's, and a receive on another stream than the send is made to follow the copy.
 // Groups of one communicator reuse the scratch, so they are ordered as their streams order them, as NCCL's are.
-void stageOverlappingSends(ncclComm& comm, std::vector<const PendingCall*>& sends,
+// `sendLists` are the group's sends to itself and to peers, staged together: they share the scratch.
+void stageOverlappingSends(ncclComm& comm, std::initializer_list<std::vector<const PendingCall*>*> sendLists,
                            const std::vector<const PendingCall*>& recvs, std::deque<PendingCall>& held,
                            std::map<const PendingCall*, const PendingCall*>& originals) {
   constexpr uint64_t kAlign = 256;
-  std::vector<size_t> overlapped;
+  const auto aligned = [](uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
+  std::vector<const PendingCall**> overlapped;
   uint64_t total = 0;
-  for (size_t i = 0; i < sends.size(); ++i) {
-    if (std::any_of(recvs.begin(), recvs.end(),
-                    [&](const PendingCall* recv) { return overlapping(*sends[i], *recv); })) {
-      overlapped.push_back(i);
-      total += (bytesOf(*sends[i]) + kAlign - 1) / kAlign * kAlign;
+  for (std::vector<const PendingCall*>* sends : sendLists) {
+    for (const PendingCall*& send : *sends) {
+      if (std::any_of(recvs.begin(), recvs.end(), [&](const PendingCall* recv) { return overlapping(*send, *recv); })) {
+        overlapped.push_back(&send);
+        total += aligned(bytesOf(*send));
+      }
     }
   }
   if (overlapped.empty()) return;
   uint8_t* scratch = exchangeScratch(comm, total);
   uint64_t at = 0;
-  for (const size_t i : overlapped) {
-    PendingCall& staged = held.emplace_back(*sends[i]);
+  for (const PendingCall** send : overlapped) {
+    PendingCall& staged = held.emplace_back(**send);
     staged.send = scratch + at;
-    localCopy(comm, scratch + at, sends[i]->send, bytesOf(staged), staged.stream);
+    localCopy(comm, scratch + at, (*send)->send, bytesOf(staged), staged.stream);
     for (const PendingCall* recv : recvs) {
-      if (!comm.settings.cpuBackend && overlapping(*sends[i], *recv)) follow(comm, recv->stream, staged.stream);
+      if (!comm.settings.cpuBackend && overlapping(**send, *recv)) follow(comm, recv->stream, staged.stream);
     }
-    at += (bytesOf(staged) + kAlign - 1) / kAlign * kAlign;
-    originals[&staged] = sends[i];
-    sends[i] = &staged;
+    at += aligned(bytesOf(staged));
+    originals[&staged] = *send;
+    *send = &staged;
   }
 }
 
@@ -299,11 +303,14 @@ std::vector<const PendingCall*> runPointToPoint(ncclComm& comm,
   std::map<const PendingCall*, const PendingCall*> originals;
   std::vector<const PendingCall*> allRecvs = peerRecvs;
   allRecvs.insert(allRecvs.end(), selfRecvs.begin(), selfRecvs.end());
-  stageOverlappingSends(comm, selfSends, allRecvs, staged, originals);
-  stageOverlappingSends(comm, peerSends, allRecvs, staged, originals);
+  stageOverlappingSends(comm, {&selfSends, &peerSends}, allRecvs, staged, originals);
   runSelf(comm, selfSends, selfRecvs);
   if (comm.worldSize != 2) {
-    for (const PendingCall* call : runOverLinks(comm, peerSends, peerRecvs)) forwarded.push_back(call);
+    // What goes to NCCL is the caller's call (the staged copies go with this function), in place as it was.
+    for (const PendingCall* call : runOverLinks(comm, peerSends, peerRecvs)) {
+      const auto original = originals.find(call);
+      forwarded.push_back(original != originals.end() ? original->second : call);
+    }
     return forwarded;
   }
   for (const Round& round : rounds(peerSends, peerRecvs)) {

@@ -2,12 +2,12 @@
 
 // ncclSend/ncclRecv on Loom (issue 39): the sends and receives of one group (a lone call is a group of
 // one) run as counted calls of an all-to-all-v plan of two ranks (Executor::executeCounted), with no
-// staging copy: bytes go from the sender's buffer straight into the receiver's (but for an exchange in place,
-// one buffer both sent and received into: its bytes to send are first copied into the communicator's scratch). On a communicator of two
-// ranks, on that communicator; on a larger one, over a *link* per peer: a communicator of the two ranks
-// (Loom's side only, sharing the parent's proxy), made by their first message, collectively over the two,
-// with a stream of its own on the GPU, so that a group's rounds with different peers run side by side.
-// A link whose ranks sit on different nodes runs the two-node plan of two ranks (port channels: the proxy
+// staging copy: bytes go from the sender's buffer straight into the receiver's (but for an exchange in
+// place, one buffer both sent and received into: its bytes to send are first copied into the communicator's
+// scratch). On a communicator of two ranks, on that communicator; on a larger one, over a *link* per peer: a
+// communicator of the two ranks (Loom's side only, sharing the parent's proxy), made by their first message,
+// collectively over the two, with a stream of its own on the GPU, so that a group's rounds with different peers run
+// side by side. A link whose ranks sit on different nodes runs the two-node plan of two ranks (port channels: the proxy
 // carries the entries and the data); a link with no plan at all (the bundled plans and the JIT off) sends its
 // messages to NCCL, on both ends alike.
 //

@@ -342,6 +342,30 @@ ncclResult_t runStep(Rank& me, const std::vector<std::string>& args, Check& chec
     for (size_t i = 0; i < c; ++i) check.expect(buffer, 0, i, from * 1000.0 + double(i % 13));
     return result != ncclSuccess ? result : ended;
   }
+  if (name == "inplaceself") {
+    // inplaceself:COUNT:TYPE:PEER: one group exchanges buffer A with PEER in place and sends buffer B to this
+    // rank itself in place too: both staged sends share the scratch, and each must keep its own bytes.
+    const size_t c = count();
+    const ncclDataType_t type = typeOf(args.at(2));
+    const int peer = std::stoi(args.at(3));
+    Buffer& a = keep.emplace_back(c, type);
+    Buffer& b = keep.emplace_back(c, type);
+    for (size_t i = 0; i < c; ++i) {
+      a.set(i, r * 1000.0 + double(i % 13));
+      b.set(i, r * 1000.0 + 500.0 + double(i % 11));
+    }
+    ncclResult_t result = ncclGroupStart();
+    if (result == ncclSuccess) result = ncclSend(b.at(0), c, type, r, me.comm, nullptr);
+    if (result == ncclSuccess) result = ncclRecv(b.at(0), c, type, r, me.comm, nullptr);
+    if (result == ncclSuccess) result = ncclSend(a.at(0), c, type, peer, me.comm, nullptr);
+    if (result == ncclSuccess) result = ncclRecv(a.at(0), c, type, peer, me.comm, nullptr);
+    const ncclResult_t ended = ncclGroupEnd();
+    for (size_t i = 0; i < c; ++i) {
+      check.expect(a, 0, i, peer * 1000.0 + double(i % 13));
+      check.expect(b, 0, i, r * 1000.0 + 500.0 + double(i % 11));
+    }
+    return result != ncclSuccess ? result : ended;
+  }
   if (name == "group") return ncclGroupStart();
   if (name == "end") return ncclGroupEnd();
   if (name == "split") {

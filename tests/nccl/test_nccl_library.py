@@ -894,9 +894,11 @@ def test_a_send_and_recv_in_place_stage_the_bytes_to_send(world: int, tmp_path: 
     steps = []
     for count in (1000, 1000, 300000):
         steps += [f"r{r}@inplace:{count}:float32:{(r + 1) % world}:{(r - 1) % world}:check" for r in range(world)]
+    # A send to itself in place in the same group: its staged bytes share the scratch with the exchange's.
+    steps += [f"r{r}@inplaceself:700:float32:{1 - r}:check" for r in range(2)]
     output = _drive(tmp_path, "threads", str(world), ";".join(steps))
     checks = [line for line in output.splitlines() if " check " in line]
-    assert len(checks) == 3 * world and all(line.endswith("check ok") for line in checks), output
+    assert len(checks) == 3 * world + 2 and all(line.endswith("check ok") for line in checks), output
     log = [line.split()[1] for line in _fake_log(tmp_path)]
     assert "ncclSend" not in log and "ncclRecv" not in log, log
 
