@@ -33,6 +33,8 @@ constexpr uint32_t kSignalReceives = 128;
 constexpr uint64_t kSignalEvery = 64;
 constexpr int kPollBatch = 16;
 constexpr uint8_t kReady = 0x52;
+// How long a failure the receiver saw waits for the send completions that may name its cause.
+constexpr int64_t kCauseDrainMs = 100;
 
 const char* modeName(IbSignalMode mode) {
   return mode == IbSignalMode::kAtomic ? "atomic adds (LOOM_IB_SIGNAL=atomic)"
@@ -71,7 +73,9 @@ class IbConnection final : public Connection {
   void submit(ibv_send_wr& wr, const PostedWr& info);
   bool pollCompletions();
   void complete(const ibv_wc& completion);
-  void throwIfBroken() const;
+  // Throws the connection's first failure. A failure the receiver thread saw (flushed receives) is
+  // often the echo of a failed send not yet polled here, whose status says more: that wins.
+  void throwIfBroken();
   IbSignalRecord& scratchSlot(uint64_t wrId) { return scratch_[wrId % scratch_.size()]; }
   std::string describe(const PostedWr& info, uint64_t wrId) const;
 
@@ -346,11 +350,19 @@ std::string IbConnection::describe(const PostedWr& info, uint64_t wrId) const {
   return "work request " + std::to_string(wrId);
 }
 
-void IbConnection::throwIfBroken() const {
+void IbConnection::throwIfBroken() {
   if (broken_) throw *broken_;
-  if (receiver_) {
-    if (std::optional<std::string> failure = receiver_->failure()) throw Error(ErrorCategory::kTransport, *failure);
+  if (!receiver_) return;
+  std::optional<std::string> failure = receiver_->failure();
+  if (!failure) return;
+  // A queue pair in the error state completes every outstanding send at once (flushed or with the
+  // real status), so a short drain finds the cause if it was on this side.
+  Deadline drain(kCauseDrainMs);
+  while (!broken_ && completed_ < posted_ && !drain.expired()) {
+    if (!pollCompletions()) std::this_thread::yield();
   }
+  if (broken_) throw *broken_;
+  throw Error(ErrorCategory::kTransport, *failure);
 }
 
 }  // namespace
