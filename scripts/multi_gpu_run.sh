@@ -18,6 +18,7 @@
 #   scripts/multi_gpu_run.sh peers       # bench/peers.py: NCCL, torch symmetric memory and Loom in the same processes
 #   scripts/multi_gpu_run.sh alltoallv   # all-to-all-v and symmetric windows on every GPU and with 4 and 8 ranks sharing GPU 0 (issue 39)
 #   scripts/multi_gpu_run.sh p2p-check   # send/recv through the library: torch pipeline, MoE, nccl-tests (issue 39)
+#   scripts/multi_gpu_run.sh faults      # abort, a killed rank, recovery on GPUs; a killed rank under torch (issue 41)
 #   scripts/multi_gpu_run.sh p2p         # bench/p2p_bench.py: send/recv, exchange and all-to-all-v, NCCL beside the library
 #   scripts/multi_gpu_run.sh mscclpp     # MSCCL++ built offline (scripts/mscclpp_build.sh), its NCCL library a peer in bench/peers.py
 #   scripts/multi_gpu_run.sh split-latency # bench/nccl_split_latency.py: parent and split through the NCCL API, no torch.distributed
@@ -268,6 +269,12 @@ case $stage in
     # and alltoall under MPI, 0 wrong.
     step nccl_p2p 240 "${pytest[@]}" -s tests/nccl/test_nccl_point_to_point_gpu.py
     step nccl_tests_p2p 300 "${pytest[@]}" -s tests/nccl/test_nccl_tests_multi_gpu.py -k "sendrecv or alltoall"
+    ;;
+  faults)
+    # Issue 41: abort while a kernel spins (ranks sharing GPU 0, and one per GPU), a rank killed while the
+    # survivor's kernels wait on it (known within 1 s, abort, recovery), and the same kill under torch (2 s).
+    step faults_gpu 300 "${pytest[@]}" -s tests/executor/test_gpu_faults.py
+    step faults_torch 200 "${pytest[@]}" -s tests/nccl/test_nccl_faults_gpu.py
     ;;
   p2p)
     # Issue 39: send/recv, a grouped exchange and all-to-all-v through the NCCL API, the library beside NCCL

@@ -496,6 +496,9 @@ void connectFinish(const std::vector<ncclComm*>& comms) {
   }
 }
 
+// How long ncclCommAbort waits for a call in flight on another thread to let go of the executor.
+constexpr int64_t kAbortWaitMs = 1000;
+
 void destroy(ncclComm* comm, bool abort) {
   for (auto& [peer, link] : comm->links) destroy(link.get(), abort);
   comm->links.clear();
@@ -507,7 +510,10 @@ void destroy(ncclComm* comm, bool abort) {
     abort ? comm->real->ncclCommAbort(comm->realComm) : comm->real->ncclCommDestroy(comm->realComm);
     comm->realComm = nullptr;
   }
-  comm->executor.reset();  // waits for the programs in flight
+  // An abort first ends the kernels that wait on peers (they return; the context stays usable); a destroy
+  // waits for the programs in flight.
+  if (abort && comm->executor) comm->executor->abort(kAbortWaitMs);
+  comm->executor.reset();
   for (void* scratch : comm->exchangeScratch) cudaFree(scratch);
   comm->exchangeScratch.clear();
   comm->communicator.reset();

@@ -4,18 +4,17 @@
 // counters, staged user buffers) is shared host memory that they map. Semaphores, packets and flags
 // behave as on the GPU.
 
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "backend.hpp"
+#include "departure_watch.hpp"
 #include "loom/device/scale.hpp"
 #include "loom/shared_host_memory.hpp"
 #include "reduce_dispatch.hpp"
@@ -120,23 +119,14 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // Until the blocks are done: every 100 ms, the peers whose bootstrap connection closed (their process is
-  // gone); one gone for 200 ms ends the waits on it (DeviceDiagnostics::notePeerGone) rather than their
-  // timeout. The grace lets what it sent before it went arrive (over a port channel's own connection, which
-  // may lag the bootstrap's).
+  // Until the blocks are done: every DepartureMarks::kPoll, the peers whose bootstrap connection closed
+  // (their process is gone), marked so that the waits on them end rather than at their timeout.
   void watchForDepartedPeers(std::mutex& mutex, std::condition_variable& finished, const uint32_t& running) {
-    using Clock = std::chrono::steady_clock;
-    constexpr auto kPoll = std::chrono::milliseconds(100);
-    constexpr auto kGrace = std::chrono::milliseconds(200);
-    std::map<int, Clock::time_point> goneSince;
+    DepartureMarks marks(communicator_.deviceDiagnostics());
     std::unique_lock lock(mutex);
-    while (!finished.wait_for(lock, kPoll, [&] { return running == 0; })) {
+    while (!finished.wait_for(lock, DepartureMarks::kPoll, [&] { return running == 0; })) {
       lock.unlock();
-      const Clock::time_point now = Clock::now();
-      for (int peer : communicator_.bootstrap().departedPeers()) {
-        const Clock::time_point since = goneSince.emplace(peer, now).first->second;
-        if (now - since >= kGrace) communicator_.deviceDiagnostics().notePeerGone(peer);
-      }
+      marks.look(communicator_.bootstrap().departedPeers());
       lock.lock();
     }
   }

@@ -19,6 +19,7 @@
 #include "buffer_layout.hpp"
 #include "call_agreement.hpp"
 #include "call_context.hpp"
+#include "departure_watch.hpp"
 #include "gpu_sharing.hpp"
 #include "loom/error.hpp"
 #include "loom/plan_registry.hpp"
@@ -101,6 +102,8 @@ struct Executor::Impl {
   bool boardDecided = false;
   std::shared_ptr<void> standInMemory;        // standIn()
   std::unique_ptr<SymmetricWindows> windows;  // registered by registerWindow
+  // GPU only: marks departed peers while kernels wait on them (the CPU backend watches during its runs).
+  std::unique_ptr<DepartureWatch> departureWatch;
 
   // Where a counted call's empty buffer points (every buffer is registered, and a registration has bytes):
   // a few bytes of this rank's memory that no entry reaches.
@@ -470,13 +473,27 @@ struct Executor::Impl {
     return "; " + rankList(departed) + " closed the bootstrap connection to this rank (exited or killed?)";
   }
 
-  void checkUsable() const {
+  void checkUsable() {
     const std::string where = "executor of rank " + std::to_string(communicator->rank());
     if (aborted) throw invalid(where + ": the communicator was aborted; create a new one");
     if (const std::string failed = failureText(); !failed.empty()) {
       throw invalid(where + ": an earlier call failed (" + failed +
                     "); the communicator must be aborted (Communicator.abort()) and created anew");
     }
+    if (std::optional<std::string> stopped = cleanDeviceStop()) {
+      noteFailure(*stopped);
+      throw Error(ErrorCategory::kTransport,
+                  *stopped + "; the communicator must be aborted (Communicator.abort()) and created anew");
+    }
+  }
+
+  // A GPU kernel whose wait ended on a departed peer or an abort returned without an error, leaving
+  // only its record (a trap's record is explained where the CUDA error surfaces).
+  std::optional<std::string> cleanDeviceStop() const {
+    if (!backend->onGpu()) return std::nullopt;
+    std::optional<std::string> report = communicator->deviceDiagnostics().report();
+    if (!report || !communicator->deviceDiagnostics().endedCleanly()) return std::nullopt;
+    return report;
   }
 
   // Frees what the plans hold (channels, scratch, contexts, staging) and stops the proxy.
@@ -607,6 +624,7 @@ Executor::Executor(std::shared_ptr<Communicator> communicator, const Executor* s
   impl_->gpuSharers = checkGpuSharing(comm);
   impl_->windows = std::make_unique<SymmetricWindows>(comm.rank());
   impl_->backend = comm.cudaDevice() == Communicator::kHostOnly ? makeCpuBackend(comm) : makeGpuBackend(comm);
+  if (impl_->backend->onGpu()) impl_->departureWatch = std::make_unique<DepartureWatch>(comm);
   // The bundled plans become selectable with the first executor of the process (per cache root).
   PlanRegistry::global().ensureDefaultPlansLoaded();
 }
@@ -858,6 +876,10 @@ void Executor::deregisterWindow(uint64_t window) {
 std::optional<Error> Executor::asyncError() const {
   if (const std::string failed = impl_->failureText(); !failed.empty()) {
     return Error(ErrorCategory::kTransport, "an earlier call failed: " + failed);
+  }
+  if (std::optional<std::string> stopped = impl_->cleanDeviceStop()) {
+    return Error(ErrorCategory::kTransport,
+                 "a call stopped on the device: " + *stopped + "; the communicator must be aborted and created anew");
   }
   std::optional<std::vector<int>> departed;
   try {

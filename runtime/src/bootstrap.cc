@@ -200,6 +200,13 @@ std::optional<std::vector<int>> Bootstrap::lostPeersIfIdle() {
   return impl_->messenger->lostPeers();
 }
 
+std::optional<std::vector<int>> Bootstrap::departedPeersIfIdle() {
+  std::unique_lock lock(impl_->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
+  if (!impl_->messenger) return std::vector<int>{};
+  return impl_->messenger->departedPeers();
+}
+
 void Bootstrap::sayGoodbye() {
   std::unique_lock lock(impl_->mutex, std::try_to_lock);
   if (lock.owns_lock()) impl_->sayGoodbye();

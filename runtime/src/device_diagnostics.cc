@@ -98,6 +98,12 @@ std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs) {
       if (r.channel >= 0) text += " on channel " + std::to_string(r.channel);
       return text + " ended: rank " + std::to_string(r.peer) +
              "'s process is gone (its bootstrap connection closed); " + expected;
+    case WaitKind::kAborted:
+      text += "wait";
+      if (r.channel >= 0) text += " on channel " + std::to_string(r.channel);
+      if (r.peer >= 0) text += " (peer " + std::to_string(r.peer) + ")";
+      return text + " ended: the communicator was aborted, or another wait of it stopped on a departed peer; " +
+             expected;
     default:
       text += "wait";
   }
@@ -118,11 +124,16 @@ std::optional<std::string> DeviceDiagnostics::report() const {
 void DeviceDiagnostics::check() const {
   const device::DiagnosticRecord* record = storage_->host();
   if (auto text = report()) {
-    const ErrorCategory category = device::entryFault(record->kind) ? ErrorCategory::kInvalidArgument
-                                   : record->kind == int32_t(device::WaitKind::kPeerGone) ? ErrorCategory::kTransport
-                                                                                          : ErrorCategory::kTimeout;
+    const ErrorCategory category = device::entryFault(record->kind)    ? ErrorCategory::kInvalidArgument
+                                   : device::endsCleanly(record->kind) ? ErrorCategory::kTransport
+                                                                       : ErrorCategory::kTimeout;
     throw Error(category, *text);
   }
+}
+
+bool DeviceDiagnostics::endedCleanly() const {
+  const device::DiagnosticRecord* record = storage_->host();
+  return device::loadAcquire(const_cast<int32_t*>(&record->state)) == 2 && device::endsCleanly(record->kind);
 }
 
 void DeviceDiagnostics::clear() { *storage_->host() = device::DiagnosticRecord{}; }

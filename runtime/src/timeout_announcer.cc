@@ -26,7 +26,10 @@ void TimeoutAnnouncer::run() {
     if (!report) {
       announced = false;
     } else if (!announced) {
-      logWarning(*report + "; the kernel stopped there, so the next CUDA call of this process fails");
+      logWarning(*report + (diagnostics_.endedCleanly()
+                                ? "; the kernel returned without finishing its call (the CUDA context stays "
+                                  "usable): the communicator must be aborted and created anew"
+                                : "; the kernel stopped there, so the next CUDA call of this process fails"));
       announced = true;
     }
   };

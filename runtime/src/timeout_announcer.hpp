@@ -4,7 +4,8 @@
 // program's next CUDA call fails with a bare "unspecified launch failure" (torch's synchronize, say),
 // which never asks Loom who waited for what; this thread looks at the record every `period` and
 // writes it out once (again only after the record was cleared and a new one written), and looks a
-// last time when it goes.
+// last time when it goes. A wait that ended on a departed peer or an abort returned without a trap:
+// that is said too, as such.
 
 #include <chrono>
 #include <condition_variable>

@@ -47,8 +47,10 @@ def start_ranks(
     port: int | None = None,
     ranks: range | list[int] | None = None,
     secret: str | None = None,
+    program: str = WORKER,
 ) -> list[subprocess.Popen]:
-    """The ranks (default: all) as plain processes with torchrun's variables and the job's secret."""
+    """The ranks (default: all) of ``program`` (default: the worker) as plain processes with torchrun's
+    variables and the job's secret."""
     common = {
         **os.environ,
         "WORLD_SIZE": str(nproc),
@@ -60,7 +62,7 @@ def start_ranks(
     common.pop("LOOM_LAUNCHER", None)
     return [
         subprocess.Popen(
-            [sys.executable, WORKER, *args],
+            [sys.executable, program, *args],
             env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -13,13 +13,15 @@ from __future__ import annotations
 import gc
 import json
 import os
-import signal
+import re
+import subprocess
 import sys
 import threading
 import time
 
 import loom
 import numpy as np
+from fault_timing import ErrorWatch, die, die_soon, write_stamp
 from loom import _native
 from loom.compiler.driver import compile_algorithm
 
@@ -94,25 +96,13 @@ def kill(victim: int, where: str) -> None:
     comm.bootstrap.barrier()
     if comm.rank == victim:
 
-        def die() -> None:
-            time.sleep(0.2)
-            report(rank=comm.rank, killed_at=time.time())
-            os.kill(os.getpid(), signal.SIGKILL)
+        def note(at: float) -> None:
+            report(rank=comm.rank, killed_at=at)
 
         if where == "exchange":
-            die()
-        threading.Thread(target=die, daemon=True).start()
-    # A watchdog thread asks comm.error() every 50 ms while the calls run, as torch's watchdog asks NCCL.
-    watched: dict = {}
-
-    def watchdog() -> None:
-        while "at" not in watched:
-            error = comm.error()
-            if error is not None:
-                watched.update(at=time.time(), message=str(error))
-            time.sleep(0.05)
-
-    threading.Thread(target=watchdog, daemon=True).start()
+            die(0.2, note)
+        die_soon(0.2, note)
+    watch = ErrorWatch(comm.error)  # every 50 ms while the calls run, as torch's watchdog asks NCCL
     calls = 0
     try:
         while True:
@@ -120,15 +110,15 @@ def kill(victim: int, where: str) -> None:
             calls += 1
     except loom.LoomError as error:
         failed_at = time.time()
-        time.sleep(0.05)  # the watchdog's next look
+        watch.stop()
         report(
             rank=comm.rank,
             calls=calls,
             failed_at=failed_at,
             kind=type(error).__name__,
             message=str(error),
-            watched_at=watched.get("at"),
-            watched=watched.get("message"),
+            watched_at=watch.at,
+            watched=watch.message,
         )
     time.sleep(1.0)  # the other survivors fail too before this one goes (and closes its connections)
     try:
@@ -176,7 +166,8 @@ def fresh_bootstrap(base: object) -> object:
 
 def abort() -> None:
     """Rank 0: a call in flight that rank 1 never joins is aborted from another thread; then a call that
-    timed out leaves a communicator that refuses calls until aborted, and abort with a dead peer is quick.
+    failed on a dead peer leaves a communicator that refuses calls until aborted, and abort with a dead peer
+    is quick.
     Resources before and after are compared."""
     base = _native.Bootstrap.from_environment()
     rank = base.rank
@@ -198,7 +189,7 @@ def abort() -> None:
         comm.abort()
         comm = loom.Communicator(fresh_bootstrap(base), host_only=True)
         comm.all_reduce(data)
-        base.barrier()  # rank 0's second call is timing out now: go away
+        base.barrier()  # rank 0's second call waits for this rank now: go away
         os._exit(0)
     errors: list[str] = []
 
@@ -224,10 +215,10 @@ def abort() -> None:
     comm.all_reduce(data)
     base.barrier()
     try:
-        comm.all_reduce(data)  # rank 1 is gone: times out
-        timed_out = ""
+        comm.all_reduce(data)  # rank 1 is gone: ends when that is seen, well before the timeout
+        failed_call = ""
     except loom.LoomError as error:
-        timed_out = f"{type(error).__name__}: {error}"
+        failed_call = f"{type(error).__name__}: {error}"
     try:
         comm.all_reduce(data)
         refused = ""
@@ -243,7 +234,7 @@ def abort() -> None:
         in_flight_error=errors[0] if errors else "",
         before=before,
         after=after,
-        timed_out=timed_out,
+        failed_call=failed_call,
         refused=refused,
         dead_peer_abort_s=dead_peer_abort_s,
     )
@@ -302,6 +293,94 @@ def cycles(count: int) -> None:
     after = resources()
     growth = {key: after[key] - before[key] for key in before}
     report(rank=bootstrap.rank, cycles=count, seconds=seconds, before=before, after=after, growth=growth)
+
+
+def recover(count: int) -> None:
+    """Two survivors, ``count`` cycles: a third process (a new victim each cycle) joins a new 3-rank
+    communicator; all-reduces run until the victim SIGKILLs itself mid-call; each survivor times how soon its
+    call fails, aborts, builds a 2-rank communicator with the other survivor (a new bootstrap, as after
+    ncclCommShrink or a new unique id) and checks an all-reduce of fresh data against NumPy. Resources are
+    compared between the end of the warm-up cycles and the end; the victim alternates between a small call
+    (an LL plan: packet reads) and a large one (semaphore waits and the host board)."""
+    base = _native.Bootstrap.from_environment()
+    rank = base.rank
+    warmup = 3
+    detections: list[float] = []
+    errors: list[str] = []
+    before: dict = {}
+    checked = 0
+    for cycle in range(warmup + count):
+        if cycle == warmup:
+            gc.collect()
+            before = resources()
+        elements = 1024 if cycle % 2 == 0 else 2 << 20
+        stamp = f"{os.environ['LOOM_TEST_SCRATCH']}/killed_{cycle}"
+        bootstrap, victim = join_with_victim(base, elements, stamp)
+        comm = loom.Communicator(bootstrap, host_only=True)
+        data = np.ones(elements, np.float32)
+        try:
+            while True:
+                comm.all_reduce(data)
+        except loom.LoomError as error:
+            failed_at = time.time()
+            errors.append(str(error))
+        comm.abort(wait_s=2.0)
+        bootstrap.close()
+        del comm, bootstrap
+        if victim is not None:
+            victim.wait(timeout=10)
+        base.barrier()  # the victim's stamp is written before it dies
+        with open(stamp, encoding="utf-8") as killed:
+            detections.append(failed_at - float(killed.read()))
+        survivors = loom.Communicator(fresh_bootstrap(base), host_only=True)
+        fresh = inputs(2, 5000 + cycle)
+        mine = fresh[rank].copy()
+        survivors.all_reduce(mine)
+        assert np.array_equal(mine, fresh[0] + fresh[1]), cycle
+        checked += 1
+        del survivors
+        gc.collect()
+    after = resources()
+    growth = {key: after[key] - before[key] for key in before}
+    report(
+        rank=rank,
+        cycles=count,
+        checked=checked,
+        detection_max_s=max(detections[warmup:]),
+        detection_median_s=sorted(detections[warmup:])[count // 2],
+        last_error=errors[-1],
+        named_victim=sum(bool(re.search(r"\branks? [\d, ]*\b2\b", text)) for text in errors),
+        before=before,
+        after=after,
+        growth=growth,
+    )
+
+
+def join_with_victim(base: object, elements: int, stamp: str) -> tuple[object, object]:
+    """A 3-rank bootstrap of the two survivors and a new victim process that rank 0 starts (and returns)."""
+    victim = None
+    if base.rank == 0:
+        uid = _native.UniqueId.create("127.0.0.1")
+        base.send(1, 78, uid.to_bytes())
+        env = {**os.environ, "RANK": "2", "LOCAL_RANK": "2", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "3"}
+        victim = subprocess.Popen(
+            [sys.executable, __file__, "victim", uid.to_bytes().hex(), str(elements), stamp], env=env
+        )
+    else:
+        uid = _native.UniqueId.from_bytes(base.recv(0, 78))
+    return _native.Bootstrap(base.rank, 3, uid, timeout_ms=base.timeout_ms), victim
+
+
+def victim(uid_hex: str, elements: int, stamp: str) -> None:
+    """Rank 2 of recover()'s cycle: a few all-reduces, then a SIGKILL of itself from a second thread while
+    its main thread is inside a call; the time of death goes to ``stamp`` first."""
+    uid = _native.UniqueId.from_bytes(bytes.fromhex(uid_hex))
+    comm = loom.Communicator(_native.Bootstrap(2, 3, uid, timeout_ms=10_000), host_only=True)
+    data = np.ones(elements, np.float32)
+    comm.all_reduce(data)
+    die_soon(0.1, write_stamp(stamp))
+    while True:
+        comm.all_reduce(data)
 
 
 def flood() -> None:
@@ -383,6 +462,10 @@ def main() -> None:
         disagree(args[0])
     elif mode == "cycles":
         cycles(int(args[0]))
+    elif mode == "recover":
+        recover(int(args[0]))
+    elif mode == "victim":
+        victim(args[0], int(args[1]), args[2])
     elif mode == "flood":
         flood()
     elif mode == "jit_overlapping_groups":

@@ -3,7 +3,9 @@
 - a rank killed with SIGKILL inside a collective: every survivor raises, naming the dead rank, within the
   configured timeout plus 1 s; the launcher exits non-zero naming it;
 - Communicator.abort(): bounded with a call in flight and with a dead peer, frees what it held; a
-  communicator whose call timed out refuses further calls;
+  communicator whose call failed refuses further calls;
+- recovery: survivors of a killed rank abort, build a communicator among themselves and get correct
+  results, 100 times over, without growth in descriptors, threads, shared memory or RSS;
 - ranks that disagree on the collective, size, dtype or plan: an error on every rank, no hang;
 - 1,000 create/call/destroy cycles: growth of descriptors, shared-memory segments, threads, RSS;
 - garbage and half-open connections flooding the bootstrap root while a job starts: the job completes.
@@ -45,20 +47,40 @@ def test_a_rank_killed_mid_collective_makes_every_survivor_fail_in_time(nproc, v
         assert failure["kind"] in ("LoomTimeoutError", "TransportError"), failure
         assert re.search(rf"ranks? [\d, ]*\b{victim}\b[\d, ]* closed", failure["message"]), failure
         # The bootstrap connection closes with the process. Waits on the dead rank (semaphore waits on its
-        # channel, the host board) end when that is seen, within 1 s of the kill, well before the 3 s
-        # timeouts. An LL packet read does not know which peer writes it: it ends at its timeout (a wait that
-        # began before the kill ends sooner), unless a wait of its call on the dead rank ended first.
-        bound = TIMEOUT_MS / 1000 + 1.0 if where == "packets" else 1.0
+        # channel, the host board) end when that is seen, within 1 s of the kill, well before the 2 s
+        # timeouts; so do LL packet reads, which do not know which peer writes them: any departed rank of the
+        # communicator ends them.
+        bound = 1.0
         assert failure["failed_at"] - killed_at <= bound, (failure, killed_at)
         # comm.error(), asked by a watchdog thread while the call runs: the departure (on two ranks the survivor
         # talked to the victim, so it sees it) or the call's failure, whichever comes first.
         assert failure["watched_at"] is not None, failure
-        watch_bound = 1.0 if nproc == 2 else bound
+        watch_bound = 1.0
         assert failure["watched_at"] - killed_at <= watch_bound, (failure, killed_at)
         assert re.search(rf"\b{victim}\b", failure["watched"]), failure
         assert "must be aborted" in refused["next_call"], refused
         assert aborted["abort_ended"] and aborted["abort_s"] < 1.0, aborted
         assert codes[rank] == 3, text[-3000:]  # the worker's own exit after reporting
+
+
+@pytest.mark.timeout(400)
+def test_survivors_of_a_killed_rank_recover_in_the_same_process_without_leaking(tmp_path):
+    cycles = int(os.environ.get("LOOM_RECOVERY_CYCLES", "100"))
+    env = {**FAST, "LOOM_TEST_SCRATCH": str(tmp_path)}
+    codes, text = finish(start_ranks(2, "recover", str(cycles), env=env), limit_s=360)
+    assert codes == [0, 0], text[-4000:]
+    for rank, (record,) in sorted(results(text).items()):
+        median, worst = record["detection_median_s"], record["detection_max_s"]
+        print(f"rank {rank}: detection median {median:.3f} s, max {worst:.3f} s; growth {record['growth']}")
+        assert record["checked"] == cycles + 3, record  # every recovered all-reduce equalled NumPy's
+        # Detection within 1 s of the kill, in packet reads and semaphore waits alike, each error naming rank 2.
+        assert record["detection_max_s"] <= 1.0, record
+        assert record["named_victim"] == cycles + 3, record
+        growth = record["growth"]
+        assert growth["fds"] <= 2 and growth["threads"] <= 1, record
+        assert growth["shm_open"] <= 0 and growth["shm_mapped"] <= 0, record
+        # Python's allocator keeps some pages; a leak per cycle (a plan, a scratch) would be megabytes.
+        assert growth["rss_kib"] < 64 * 1024, record
 
 
 @pytest.mark.timeout(60)
@@ -70,7 +92,7 @@ def test_the_launcher_names_the_killed_rank():
 
 
 @pytest.mark.timeout(60)
-def test_abort_is_bounded_frees_everything_and_a_timed_out_communicator_refuses_calls():
+def test_abort_is_bounded_frees_everything_and_a_failed_communicator_refuses_calls():
     codes, text = finish(start_ranks(2, "abort", env=FAST), limit_s=40)
     assert codes[0] == 0, text[-4000:]
     record = results(text)[0][0]
@@ -80,7 +102,8 @@ def test_abort_is_bounded_frees_everything_and_a_timed_out_communicator_refuses_
     before, after = record["before"], record["after"]
     assert after["fds"] <= before["fds"] and after["threads"] <= before["threads"], record
     assert after["shm_open"] == before["shm_open"] == 0 and after["shm_mapped"] == 0, record
-    assert "timed out" in record["timed_out"], record
+    # Rank 1's process is gone (an exit that skipped the goodbye): the call ends on that, naming it.
+    assert "TransportError" in record["failed_call"] and "rank 1's process is gone" in record["failed_call"], record
     assert "must be aborted" in record["refused"], record
     assert record["dead_peer_abort_s"] < 1.0, record
 
@@ -97,7 +120,7 @@ def test_ranks_that_disagree_all_fail_without_hanging(kind):
         # rank whose plan was set up launches it) or the rank that has not reached the setup exchange, or,
         # for a rank waiting at that exchange when the rank that timed out has already left, that rank's
         # departure (a loaded machine can order the two that way).
-        clear = ("disagree", "different plan", "timed out", "has not reached", "closed its connection")
+        clear = ("disagree", "different plan", "timed out", "has not reached", "closed its connection", "is gone")
         assert any(text in record["error"] for text in clear), (kind, record)
         assert record["seconds"] < TIMEOUT_MS / 1000 + 2.0, record
 

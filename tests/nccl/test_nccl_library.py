@@ -921,6 +921,31 @@ def test_a_killed_peer_is_an_asynchronous_error_within_a_second(tmp_path: Path) 
     assert refused in output, output
 
 
+def test_survivors_of_a_killed_peer_shrink_it_out_and_go_on(tmp_path: Path) -> None:
+    """Issue 41's recovery through the NCCL API: rank 2 of 3 is killed; the survivors see ncclRemoteError,
+    their next call on the parent is refused at once, and ncclCommShrink leaving rank 2 out gives a 2-rank
+    communicator whose all-reduces (an LL plan and one that writes into the peer's buffer) are correct."""
+    steps = [
+        "allreduce:1024:float32:sum:check",
+        "r2@die:300",
+        "r0@watch:5000",
+        "r1@watch:5000",
+        "allreduce:1024:float32:sum",
+        "shrink:2",
+        "allreduce:1024:float32:sum:check",
+        "allreduce:300000:float32:sum:check",
+        "leave",
+    ]
+    output = _drive_processes(tmp_path, 3, ";".join(steps), killed=(2,))
+    results = _results(output)
+    for rank in (0, 1):
+        assert results[f"{rank} allreduce:1024:float32:sum"].startswith("ncclRemoteError"), output
+        assert results[f"{rank} shrink:2"] == "ncclSuccess", output
+        assert results[f"{rank} allreduce:1024:float32:sum:check"] == "ncclSuccess check ok", output
+        assert results[f"{rank} allreduce:300000:float32:sum:check"] == "ncclSuccess check ok", output
+    assert re.search(r"ncclCommShrink of comm \d+ \(rank 2 left out\) rank 1/2", output), output
+
+
 def test_a_peer_that_destroys_its_communicator_and_exits_is_no_asynchronous_error(tmp_path: Path) -> None:
     """A rank that leaves on purpose (its communicator destroyed, its bootstrap saying goodbye as it closes) is
     no fault: a survivor whose watchdog still asks (torch asks while a finished call is not yet reaped) gets

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -174,6 +175,55 @@ TEST(DeviceTimeout, AWaitNobodySignalsReportsRankChannelPeerAndCounts) {
     }
     comm.bootstrap().barrier();
   }));
+}
+
+// A packet read names no peer: any departed rank of the communicator ends it, naming that rank, long
+// before its timeout; the record says the kernel may return rather than trap.
+TEST(DeviceTimeout, AWaitThatNamesNoPeerEndsWhenAnyRankDeparts) {
+  DeviceDiagnostics diagnostics(0, 60'000, false);
+  device::LL16Packet packet{};
+  std::thread marker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    diagnostics.notePeerGone(70);
+    diagnostics.notePeerGone(5);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(packet.read(3, diagnostics.waitContext(), 11), std::runtime_error);
+  marker.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_TRUE(diagnostics.endedCleanly());
+  const std::string report = diagnostics.report().value_or("");
+  EXPECT_NE(report.find("rank 0, op 11: wait ended: rank 5's process is gone"), std::string::npos) << report;
+  try {
+    diagnostics.check();
+    ADD_FAILURE() << "check() did not throw";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::kTransport);
+  }
+}
+
+// A wait on one peer ends only for that peer: another rank's departure leaves it waiting for what comes.
+TEST(DeviceTimeout, AWaitOnAPeerIgnoresOtherDepartures) {
+  DeviceDiagnostics diagnostics(2, 60'000, false);
+  diagnostics.notePeerGone(1);
+  uint64_t counter = 0;
+  auto poll = [&] { return device::loadAcquire(&counter); };
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    device::storeRelease(&counter, uint64_t(1));
+  });
+  const uint64_t seen = device::spinUntil(diagnostics.waitContext(4, 3), device::WaitKind::kSemaphore, 2, 1, poll,
+                                          [](uint64_t value) { return value >= 1; });
+  late.join();
+  EXPECT_EQ(seen, 1u);
+  EXPECT_FALSE(diagnostics.report().has_value());
+  diagnostics.notePeerGone(3);
+  EXPECT_THROW(device::spinUntil(diagnostics.waitContext(4, 3), device::WaitKind::kSemaphore, 2, 2, poll,
+                                 [](uint64_t value) { return value >= 2; }),
+               std::runtime_error);
+  const std::string report = diagnostics.report().value_or("");
+  EXPECT_NE(report.find("rank 2, op 2: wait on channel 4 ended: rank 3's process is gone"), std::string::npos)
+      << report;
 }
 
 TEST(DeviceTimeout, EnvironmentValueIsChecked) {

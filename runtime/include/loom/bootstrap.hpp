@@ -73,6 +73,9 @@ class Bootstrap {
   // nullopt when one does (a watchdog's question must not wait for a call in flight, which may itself be
   // waiting for the lost peer).
   std::optional<std::vector<int>> lostPeersIfIdle();
+  // departedPeers() when no other call holds the bootstrap, else nullopt (for a watcher thread beside the
+  // calls: one that waits on a peer sees its departure itself).
+  std::optional<std::vector<int>> departedPeersIfIdle();
   // Tells the peers now that this rank leaves on purpose, as the destructor does (once for both), when no
   // other call holds the bootstrap: for a process about to exit with its bootstrap still open.
   void sayGoodbye();

@@ -2,7 +2,9 @@
 
 // Where this rank's device-side waits report a timeout. A kernel whose wait runs out writes one
 // record here (mapped host memory) and traps; the host, seeing the kernel fail, calls check() to
-// turn the record into a Timeout error that says who waited for what:
+// turn the record into a Timeout error that says who waited for what. A wait that ends because its
+// peer is gone or the communicator was aborted writes a record too, but its kernel returns, and the
+// host finds the record at the next call or when asked for asynchronous errors:
 //
 //   rank 1, thread block 3, op 7: semaphore wait on channel 2 (peer 0) timed out after 1000 ms:
 //   expected count 5, saw 4
@@ -37,10 +39,15 @@ class DeviceDiagnostics {
   std::optional<std::string> report() const;
   // Throws a Timeout Error with report() when there is one.
   void check() const;
+  // Whether the record's wait ended on a departed peer or an abort: a GPU kernel then returned
+  // cleanly rather than trapped (device::endsCleanly).
+  bool endedCleanly() const;
   void clear();
-  // Makes every host-thread wait that reports here give up (the CPU backend's part of an abort).
+  // Makes every wait that reports here give up: host-thread waits throw, GPU waits record kAborted and
+  // their kernels return.
   void requestAbort();
-  // Makes every host-thread wait on `rank` end with a kPeerGone record: its process is gone.
+  // Makes every wait on `rank` (and every wait that names no peer) end with a kPeerGone record: its
+  // process is gone.
   void notePeerGone(int rank);
 
  private:

@@ -30,7 +30,15 @@ enum class WaitKind : int32_t {
   kEntryOutside = 6,   // an entry ends (seen) past the end of its buffer (expected)
   // Not a timeout: the wait's peer is gone (its process closed its bootstrap connection), so it ended early.
   kPeerGone = 7,
+  // Not a timeout: the host asked the communicator's waits to end (abort), so it ended early.
+  kAborted = 8,
 };
+
+// Whether a record's kind ends the wait without a fault of the kernel's own: a GPU kernel then returns
+// rather than traps, so the CUDA context stays usable and the survivors can build a new communicator.
+LOOM_HOST_DEVICE constexpr bool endsCleanly(int32_t kind) {
+  return kind == int32_t(WaitKind::kPeerGone) || kind == int32_t(WaitKind::kAborted);
+}
 
 // Ranks whose departure a record can hold (DiagnosticRecord::departed): more than any plan the JIT makes.
 inline constexpr int32_t kMaxDepartedRanks = 256;
@@ -52,16 +60,28 @@ struct DiagnosticRecord {
   uint64_t expected;
   uint64_t seen;
   uint64_t elapsedNs;
-  int32_t abortRequested;  // set by the host (Communicator::abort): host-thread waits give up
-  // Set by the host: ranks (bit r % 64 of word r / 64) whose process is gone; a host-thread wait on such a
-  // peer ends at once, recording kPeerGone, rather than at its timeout.
+  // Set by the host (Communicator::abort), or by a kernel that stopped on a departed peer: every wait ends.
+  int32_t abortRequested;
+  // Set by the host: ranks (bit r % 64 of word r / 64) whose process is gone; a wait on such a peer ends
+  // (recording kPeerGone) rather than at its timeout.
   uint64_t departed[kMaxDepartedRanks / 64];
 };
 
-// Whether `record` says rank `peer` is gone (host-thread waits only read it).
-LOOM_HOST_DEVICE bool peerDeparted(DiagnosticRecord* record, int32_t peer) {
-  if (record == nullptr || peer < 0 || peer >= kMaxDepartedRanks) return false;
-  return (loadAcquire(&record->departed[peer / 64]) >> (peer % 64)) & 1;
+// The departed rank a wait on `peer` gives up on: `peer` once it is marked gone; for a wait that names no
+// peer (packet reads and block barriers, which wait on whoever the plan says), the lowest departed rank,
+// since no call of the communicator can complete without it. -1: none. Out of line, as is all of a wait's
+// slow path: every wait site of every kernel instance would otherwise carry its own copy.
+LOOM_HOST_DEVICE_COLD int32_t departedPeer(DiagnosticRecord* record, int32_t peer) {
+  if (record == nullptr || peer >= kMaxDepartedRanks) return -1;
+  if (peer >= 0) return (loadAcquire(&record->departed[peer / 64]) >> (peer % 64)) & 1 ? peer : -1;
+  for (int32_t word = 0; word < kMaxDepartedRanks / 64; ++word) {
+    const uint64_t bits = loadAcquire(&record->departed[word]);
+    if (bits == 0) continue;
+    int32_t bit = 0;
+    while (((bits >> bit) & 1) == 0) ++bit;
+    return word * 64 + bit;
+  }
+  return -1;
 }
 
 // Carried by every device handle that waits: where to report, who we are, how long to wait.
@@ -90,10 +110,12 @@ LOOM_HOST_DEVICE uint64_t nowNs() {
 #endif
 }
 
-// Records the timeout and stops: a trap on the GPU (the kernel ends with an error the host then
-// explains from the record); an exception on a host thread (the CPU backend).
-LOOM_HOST_DEVICE void reportTimeout(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected,
-                                    uint64_t seen, uint64_t elapsedNs) {
+// Records the timeout and stops: on the GPU a trap (the kernel ends with an error the host then explains
+// from the record), or, for a kind that endsCleanly, the end of this thread and a request that every
+// other wait of the communicator end too (the kernels finish without an error; the host finds the record);
+// an exception on a host thread (the CPU backend).
+LOOM_HOST_DEVICE_COLD void reportTimeout(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected,
+                                         uint64_t seen, uint64_t elapsedNs) {
   DiagnosticRecord* record = context.record;
   if (record != nullptr && AtomicRef<int32_t>(record->state).fetch_add(1, kRelaxed) == 0) {
     record->kind = int32_t(kind);
@@ -115,13 +137,34 @@ LOOM_HOST_DEVICE void reportTimeout(const WaitContext& context, WaitKind kind, i
     storeRelease(&record->state, int32_t(2));
   }
 #if LOOM_DEVICE_PASS
+  if (endsCleanly(int32_t(kind)) && record != nullptr) {
+    storeRelease(&record->abortRequested, int32_t(1));
+    // A thread that exits counts as arrived at every later block barrier (PTX barrier semantics), so the
+    // rest of its block is not left waiting for it.
+    asm volatile("exit;");
+  }
   __trap();
 #else
   const char* what = entryFault(int32_t(kind))     ? "loom: bad call entry"
                      : kind == WaitKind::kPeerGone ? "loom: the peer waited on is gone"
+                     : kind == WaitKind::kAborted  ? "loom: wait aborted"
                                                    : "loom: wait timed out";
   throw std::runtime_error(std::string(what) + " (kind " + std::to_string(int(kind)) + ", expected " +
                            std::to_string(expected) + ", seen " + std::to_string(seen) + ")");
+#endif
+}
+
+LOOM_HOST_DEVICE bool abortRequested(DiagnosticRecord* record) { return loadAcquire(&record->abortRequested) != 0; }
+
+// A wait that saw the abort word: on the GPU it records kAborted and its thread exits (reportTimeout); a
+// host thread records nothing and throws, since the abort's cause (a failed block, Communicator::abort)
+// speaks for itself.
+LOOM_HOST_DEVICE_COLD void stopOnAbort(const WaitContext& context, int32_t op, uint64_t expected, uint64_t seen) {
+#if LOOM_DEVICE_PASS
+  reportTimeout(context, WaitKind::kAborted, op, expected, seen, 0);
+#else
+  (void)context, (void)op, (void)expected, (void)seen;
+  throw std::runtime_error("loom: wait aborted");
 #endif
 }
 
@@ -138,18 +181,20 @@ LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, i
 #if !LOOM_DEVICE_PASS
     // Host threads (the CPU backend) may outnumber the cores: let the one we wait for run.
     if ((spins & 63) == 0) std::this_thread::yield();
-    // An abort ends the waits of the CPU backend; a GPU kernel is left to its own timeout. So does the
-    // departure of the peer waited on, once it is seen (one more look first: it may have delivered before it
-    // went).
+#endif
+    // An abort ends the wait, and so does the departure of the peer waited on once the host marked it (one
+    // more look first: it may have delivered before it went). Both words are in host memory: a GPU reads
+    // them over PCIe, once every 4096 polls.
     if ((spins & 4095) == 0 && context.record != nullptr) {
-      if (loadAcquire(&context.record->abortRequested) != 0) throw std::runtime_error("loom: wait aborted");
-      if (peerDeparted(context.record, context.peer)) {
+      if (abortRequested(context.record)) stopOnAbort(context, op, expected, seen);
+      if (const int32_t gone = departedPeer(context.record, context.peer); gone >= 0) {
         const uint64_t last = poll();
         if (ready(last)) return last;
-        reportTimeout(context, WaitKind::kPeerGone, op, expected, last, 0);
+        WaitContext named = context;
+        named.peer = gone;
+        reportTimeout(named, WaitKind::kPeerGone, op, expected, last, 0);
       }
     }
-#endif
     if (context.timeoutNs > 0 && (spins & 4095) == 0) {
       const uint64_t now = nowNs();
       if (start == 0) {

@@ -8,7 +8,8 @@
 #define LOOM_HOST_DEVICE __host__ __device__ __forceinline__
 #define LOOM_DEVICE __device__ __forceinline__
 // A rarely taken path kept out of line, so that its registers do not weigh on the hot code's.
-#define LOOM_HOST_DEVICE_COLD __host__ __device__ __noinline__
+// (inline: one definition across translation units, as a header function needs; __noinline__ still holds)
+#define LOOM_HOST_DEVICE_COLD inline __host__ __device__ __noinline__
 #else
 #define LOOM_HOST_DEVICE inline
 #define LOOM_DEVICE inline

@@ -1,0 +1,39 @@
+#include "departure_watch.hpp"
+
+#include <exception>
+#include <optional>
+
+#include "loom/bootstrap.hpp"
+#include "loom/device_diagnostics.hpp"
+
+namespace loom {
+
+void DepartureMarks::look(const std::vector<int>& departed) {
+  const Clock::time_point now = Clock::now();
+  for (int peer : departed) {
+    const Clock::time_point since = goneSince_.emplace(peer, now).first->second;
+    if (now - since >= kGrace) diagnostics_.notePeerGone(peer);
+  }
+}
+
+DepartureWatch::DepartureWatch(Communicator& communicator)
+    : communicator_(communicator), thread_([this](const std::stop_token& stop) { run(stop); }) {}
+
+void DepartureWatch::run(const std::stop_token& stop) {
+  DepartureMarks marks(communicator_.deviceDiagnostics());
+  std::unique_lock lock(mutex_);
+  while (!stop.stop_requested()) {
+    // Wakes at once when the thread is asked to stop (the jthread's destructor).
+    wake_.wait_for(lock, stop, DepartureMarks::kPoll, [] { return false; });
+    if (stop.stop_requested()) return;
+    std::optional<std::vector<int>> departed;
+    try {
+      departed = communicator_.bootstrap().departedPeersIfIdle();
+    } catch (const std::exception&) {
+      // A broken bootstrap fails the calls that use it; there is nothing to mark from here.
+    }
+    if (departed) marks.look(*departed);
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,54 @@
+#pragma once
+
+// Ending the waits on a peer whose process is gone. The host learns of it first (its bootstrap
+// connection closed); a wait on the peer, in a GPU kernel or on a CPU backend thread, sees it only once
+// the host marks it in the communicator's diagnostics record (DeviceDiagnostics::notePeerGone). A
+// peer is marked after it has been gone for kGrace, so that what it sent before it went can still land
+// (a port channel's connection may lag the bootstrap's).
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "loom/communicator.hpp"
+
+namespace loom {
+
+// The bookkeeping: which peers were first seen gone when.
+class DepartureMarks {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr auto kPoll = std::chrono::milliseconds(100);
+  static constexpr auto kGrace = std::chrono::milliseconds(200);
+
+  explicit DepartureMarks(DeviceDiagnostics& diagnostics) : diagnostics_(diagnostics) {}
+  // One look: `departed` are the peers gone now; those gone for kGrace are marked.
+  void look(const std::vector<int>& departed);
+
+ private:
+  DeviceDiagnostics& diagnostics_;
+  std::map<int, Clock::time_point> goneSince_;
+};
+
+// A thread that looks every kPoll for the executor of a GPU: its kernels run while no host thread
+// waits. It asks the bootstrap only when no call holds it (a call that waits on a peer learns of the
+// departure itself).
+class DepartureWatch {
+ public:
+  explicit DepartureWatch(Communicator& communicator);
+  DepartureWatch(const DepartureWatch&) = delete;
+  DepartureWatch& operator=(const DepartureWatch&) = delete;
+
+ private:
+  void run(const std::stop_token& stop);
+
+  Communicator& communicator_;
+  std::mutex mutex_;
+  std::condition_variable_any wake_;
+  std::jthread thread_;  // last: stopped and joined before the members it uses go
+};
+
+}  // namespace loom
