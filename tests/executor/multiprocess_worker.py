@@ -309,13 +309,22 @@ def recover(count: int) -> None:
     errors: list[str] = []
     before: dict = {}
     checked = 0
+    upcoming = start_victim(0) if rank == 0 else None
     for cycle in range(warmup + count):
         if cycle == warmup:
             gc.collect()
             before = resources()
-        elements = 1024 if cycle % 2 == 0 else 2 << 20
-        stamp = f"{os.environ['LOOM_TEST_SCRATCH']}/killed_{cycle}"
-        bootstrap, victim = join_with_victim(base, elements, stamp)
+        victim = None
+        if rank == 0:
+            uid, victim = upcoming
+            if cycle + 1 < warmup + count:
+                upcoming = start_victim(cycle + 1)  # its start-up overlaps this cycle
+            base.send(1, 78, uid.to_bytes())
+        else:
+            uid = _native.UniqueId.from_bytes(base.recv(0, 78))
+        # The first victim may still be starting Python: the join waits longer than the calls' timeouts.
+        bootstrap = _native.Bootstrap(rank, 3, uid, timeout_ms=30_000)
+        elements, stamp = victim_call(cycle)
         comm = loom.Communicator(bootstrap, host_only=True)
         data = np.ones(elements, np.float32)
         try:
@@ -356,26 +365,27 @@ def recover(count: int) -> None:
     )
 
 
-def join_with_victim(base: object, elements: int, stamp: str) -> tuple[object, object]:
-    """A 3-rank bootstrap of the two survivors and a new victim process that rank 0 starts (and returns)."""
-    victim = None
-    if base.rank == 0:
-        uid = _native.UniqueId.create("127.0.0.1")
-        base.send(1, 78, uid.to_bytes())
-        env = {**os.environ, "RANK": "2", "LOCAL_RANK": "2", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "3"}
-        victim = subprocess.Popen(
-            [sys.executable, __file__, "victim", uid.to_bytes().hex(), str(elements), stamp], env=env
-        )
-    else:
-        uid = _native.UniqueId.from_bytes(base.recv(0, 78))
-    return _native.Bootstrap(base.rank, 3, uid, timeout_ms=base.timeout_ms), victim
+def victim_call(cycle: int) -> tuple[int, str]:
+    """The all-reduce size of recover()'s cycle (LL and large in turns) and the file its victim's death time
+    goes to."""
+    return (1024 if cycle % 2 == 0 else 1 << 19), f"{os.environ['LOOM_TEST_SCRATCH']}/killed_{cycle}"
+
+
+def start_victim(cycle: int) -> tuple[object, subprocess.Popen]:
+    """Rank 0 of recover(): the unique id of the cycle's 3-rank bootstrap and the victim process that joins it."""
+    uid = _native.UniqueId.create("127.0.0.1")
+    env = {**os.environ, "RANK": "2", "LOCAL_RANK": "2", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "3"}
+    elements, stamp = victim_call(cycle)
+    command = [sys.executable, __file__, "victim", uid.to_bytes().hex(), str(elements), stamp]
+    return uid, subprocess.Popen(command, env=env)
 
 
 def victim(uid_hex: str, elements: int, stamp: str) -> None:
     """Rank 2 of recover()'s cycle: a few all-reduces, then a SIGKILL of itself from a second thread while
     its main thread is inside a call; the time of death goes to ``stamp`` first."""
     uid = _native.UniqueId.from_bytes(bytes.fromhex(uid_hex))
-    comm = loom.Communicator(_native.Bootstrap(2, 3, uid, timeout_ms=10_000), host_only=True)
+    # Started a cycle early: it waits for the survivors to finish the cycle before.
+    comm = loom.Communicator(_native.Bootstrap(2, 3, uid, timeout_ms=60_000), host_only=True)
     data = np.ones(elements, np.float32)
     comm.all_reduce(data)
     die_soon(0.1, write_stamp(stamp))
