@@ -131,6 +131,29 @@ def kill(victim: int, where: str) -> None:
     sys.exit(3)
 
 
+def silent() -> None:
+    """Rank 1 stays alive but never makes the call; rank 0's all-reduce (an LL plan, then a large one) must end
+    at the device timeout, the bound for what the host cannot see, naming the wait."""
+    base = _native.Bootstrap.from_environment(timeout_ms=30_000)  # outlasts rank 0's failing call
+    for elements in (1024, 1 << 19):
+        bootstrap = fresh_bootstrap(base, int(os.environ["LOOM_BOOTSTRAP_TIMEOUT_MS"]))
+        comm = loom.Communicator(bootstrap, host_only=True)
+        data = np.ones(elements, np.float32)
+        comm.all_reduce(data)
+        base.barrier()
+        if base.rank == 0:
+            started = time.monotonic()
+            try:
+                comm.all_reduce(data)
+                error = ""
+            except loom.LoomError as failure:
+                error = f"{type(failure).__name__}: {failure}"
+            report(rank=0, elements=elements, seconds=time.monotonic() - started, error=error)
+        base.barrier()  # rank 1 stays until rank 0's call has ended
+        comm.abort()
+        bootstrap.close()
+
+
 def resources() -> dict[str, int]:
     """Open descriptors, shared-memory segments (memfd files open or mapped), threads and resident KiB."""
     fds = os.listdir("/proc/self/fd")
@@ -153,15 +176,16 @@ def resources() -> dict[str, int]:
     }
 
 
-def fresh_bootstrap(base: object) -> object:
-    """A new bootstrap for the job, its id sent over ``base``: what a communicator may abort."""
+def fresh_bootstrap(base: object, timeout_ms: int | None = None) -> object:
+    """A new bootstrap for the job, its id sent over ``base``: what a communicator may abort. Its timeout is
+    ``base``'s unless given."""
     if base.rank == 0:
         uid = _native.UniqueId.create("127.0.0.1")
         for peer in range(1, base.world_size):
             base.send(peer, 77, uid.to_bytes())
     else:
         uid = _native.UniqueId.from_bytes(base.recv(0, 77))
-    return _native.Bootstrap(base.rank, base.world_size, uid, timeout_ms=base.timeout_ms)
+    return _native.Bootstrap(base.rank, base.world_size, uid, timeout_ms=timeout_ms or base.timeout_ms)
 
 
 def abort() -> None:
@@ -472,6 +496,8 @@ def main() -> None:
         disagree(args[0])
     elif mode == "cycles":
         cycles(int(args[0]))
+    elif mode == "silent":
+        silent()
     elif mode == "recover":
         recover(int(args[0]))
     elif mode == "victim":

@@ -63,6 +63,21 @@ def test_a_rank_killed_mid_collective_makes_every_survivor_fail_in_time(nproc, v
         assert codes[rank] == 3, text[-3000:]  # the worker's own exit after reporting
 
 
+@pytest.mark.timeout(60)
+def test_a_peer_alive_but_silent_ends_the_call_at_the_device_timeout():
+    codes, text = finish(start_ranks(2, "silent", env=FAST), limit_s=40)
+    assert codes == [0, 0], text[-4000:]
+    records = results(text)[0]
+    assert [record["elements"] for record in records] == [1024, 1 << 19], records
+    for record in records:
+        # The host cannot tell a hung peer from a slow one: the timeout is the bound, and the error says so,
+        # naming the wait (the LL call's packet read) or the rank that did not come (the large call meets the
+        # others on the host board first).
+        assert record["error"].startswith("LoomTimeoutError"), record
+        assert "timed out after 2000 ms" in record["error"] or "rank 1 did not post" in record["error"], record
+        assert TIMEOUT_MS / 1000 <= record["seconds"] <= TIMEOUT_MS / 1000 + 1.0, record
+
+
 @pytest.mark.timeout(400)
 def test_survivors_of_a_killed_rank_recover_in_the_same_process_without_leaking(tmp_path):
     cycles = int(os.environ.get("LOOM_RECOVERY_CYCLES", "100"))
