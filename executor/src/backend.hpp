@@ -73,7 +73,7 @@ class SetupScope {
   SetupScope& operator=(const SetupScope&) = delete;
 
  private:
-  int previousMode_ = 0;
+  [[maybe_unused]] int previousMode_ = 0;  // the capture mode to restore (CUDA builds only)
 };
 
 }  // namespace loom
