@@ -19,7 +19,6 @@
 #include "buffer_layout.hpp"
 #include "call_agreement.hpp"
 #include "call_context.hpp"
-#include "departure_watch.hpp"
 #include "gpu_sharing.hpp"
 #include "loom/error.hpp"
 #include "loom/plan_registry.hpp"
@@ -102,8 +101,6 @@ struct Executor::Impl {
   bool boardDecided = false;
   std::shared_ptr<void> standInMemory;        // standIn()
   std::unique_ptr<SymmetricWindows> windows;  // registered by registerWindow
-  // GPU only: marks departed peers while kernels wait on them (the CPU backend watches during its runs).
-  std::unique_ptr<DepartureWatch> departureWatch;
 
   // Where a counted call's empty buffer points (every buffer is registered, and a registration has bytes):
   // a few bytes of this rank's memory that no entry reaches.
@@ -624,7 +621,6 @@ Executor::Executor(std::shared_ptr<Communicator> communicator, const Executor* s
   impl_->gpuSharers = checkGpuSharing(comm);
   impl_->windows = std::make_unique<SymmetricWindows>(comm.rank());
   impl_->backend = comm.cudaDevice() == Communicator::kHostOnly ? makeCpuBackend(comm) : makeGpuBackend(comm);
-  if (impl_->backend->onGpu()) impl_->departureWatch = std::make_unique<DepartureWatch>(comm);
   // The bundled plans become selectable with the first executor of the process (per cache root).
   PlanRegistry::global().ensureDefaultPlansLoaded();
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "connection_factory.hpp"
+#include "departure_watch.hpp"
 #include "fd_passing.hpp"
 #include "loom/communicator.hpp"
 #include "loom/device_diagnostics.hpp"
@@ -32,6 +33,7 @@ struct Communicator::Impl {
   std::shared_ptr<IbContext> ibContext;            // opened at the first InfiniBand registration or connection
   std::unique_ptr<DeviceDiagnostics> diagnostics;  // made at the first channel or semaphore
   std::unique_ptr<TimeoutAnnouncer> announcer;     // with a GPU: says a kernel's timeout on stderr at once
+  std::unique_ptr<DepartureWatch> departureWatch;  // with a GPU: ends kernels' waits on a departed peer
   std::mutex mutex;
 
   int rank() const { return bootstrap->rank(); }
@@ -54,7 +56,10 @@ struct Communicator::Impl {
     if (!diagnostics) {
       diagnostics = std::make_unique<DeviceDiagnostics>(rank(), std::nullopt, cudaDevice >= 0);
       // The CPU backend's waits raise their timeouts themselves; a trapped kernel tells nobody.
-      if (cudaDevice >= 0) announcer = std::make_unique<TimeoutAnnouncer>(*diagnostics, std::chrono::milliseconds(100));
+      if (cudaDevice >= 0) {
+        announcer = std::make_unique<TimeoutAnnouncer>(*diagnostics, std::chrono::milliseconds(100));
+        departureWatch = std::make_unique<DepartureWatch>(*bootstrap, *diagnostics);
+      }
     }
     return *diagnostics;
   }

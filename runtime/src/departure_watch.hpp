@@ -13,7 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "loom/communicator.hpp"
+#include "loom/bootstrap.hpp"
+#include "loom/device_diagnostics.hpp"
 
 namespace loom {
 
@@ -33,19 +34,20 @@ class DepartureMarks {
   std::map<int, Clock::time_point> goneSince_;
 };
 
-// A thread that looks every kPoll for the executor of a GPU: its kernels run while no host thread
-// waits. It asks the bootstrap only when no call holds it (a call that waits on a peer learns of the
-// departure itself).
+// A thread that looks every kPoll, for a communicator with a GPU: its kernels run while no host thread
+// waits (the CPU backend's waits run on threads of the call, which looks itself while they run). It asks
+// the bootstrap only when no call holds it (a call that waits on a peer learns of the departure itself).
 class DepartureWatch {
  public:
-  explicit DepartureWatch(Communicator& communicator);
+  DepartureWatch(Bootstrap& bootstrap, DeviceDiagnostics& diagnostics);
   DepartureWatch(const DepartureWatch&) = delete;
   DepartureWatch& operator=(const DepartureWatch&) = delete;
 
  private:
   void run(const std::stop_token& stop);
 
-  Communicator& communicator_;
+  Bootstrap& bootstrap_;
+  DeviceDiagnostics& diagnostics_;
   std::mutex mutex_;
   std::condition_variable_any wake_;
   std::jthread thread_;  // last: stopped and joined before the members it uses go

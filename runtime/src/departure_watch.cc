@@ -3,9 +3,6 @@
 #include <exception>
 #include <optional>
 
-#include "loom/bootstrap.hpp"
-#include "loom/device_diagnostics.hpp"
-
 namespace loom {
 
 void DepartureMarks::look(const std::vector<int>& departed) {
@@ -16,11 +13,11 @@ void DepartureMarks::look(const std::vector<int>& departed) {
   }
 }
 
-DepartureWatch::DepartureWatch(Communicator& communicator)
-    : communicator_(communicator), thread_([this](const std::stop_token& stop) { run(stop); }) {}
+DepartureWatch::DepartureWatch(Bootstrap& bootstrap, DeviceDiagnostics& diagnostics)
+    : bootstrap_(bootstrap), diagnostics_(diagnostics), thread_([this](const std::stop_token& stop) { run(stop); }) {}
 
 void DepartureWatch::run(const std::stop_token& stop) {
-  DepartureMarks marks(communicator_.deviceDiagnostics());
+  DepartureMarks marks(diagnostics_);
   std::unique_lock lock(mutex_);
   while (!stop.stop_requested()) {
     // Wakes at once when the thread is asked to stop (the jthread's destructor).
@@ -28,7 +25,7 @@ void DepartureWatch::run(const std::stop_token& stop) {
     if (stop.stop_requested()) return;
     std::optional<std::vector<int>> departed;
     try {
-      departed = communicator_.bootstrap().departedPeersIfIdle();
+      departed = bootstrap_.departedPeersIfIdle();
     } catch (const std::exception&) {
       // A broken bootstrap fails the calls that use it; there is nothing to mark from here.
     }
