@@ -34,7 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ranks  # noqa: E402
 from fault_timing import ErrorWatch, die_soon, write_stamp  # noqa: E402
 
-ELEMENTS = 1 << 20  # 4 MiB of float32
+ELEMENTS = 1 << 20  # 4 MiB of float32, one rank per GPU
+# Ranks sharing GPU 0 run a 64 KiB all-reduce: its plan's few blocks fit beside the others' (4 MiB plans use
+# a block per multiprocessor, and the executor refuses them on a shared GPU, since they would wait on each other).
+SHARED_ELEMENTS = 1 << 14
 
 
 def report(**fields: object) -> None:
@@ -64,16 +67,23 @@ def started_communicator(base: object) -> tuple[object, loom.Communicator, torch
     its data done and every rank past it."""
     bootstrap = new_bootstrap(base, list(range(base.world_size)))
     comm = loom.Communicator(bootstrap)
-    data = torch.ones(ELEMENTS, device="cuda")
+    data = torch.ones(elements(base), device="cuda")
     comm.all_reduce(data)
     ranks.synchronize()
     base.barrier()
     return bootstrap, comm, data
 
 
+def elements(base: object) -> int:
+    """The all-reduce's length: smaller where ranks share a GPU."""
+    return SHARED_ELEMENTS if base.world_size > torch.cuda.device_count() else ELEMENTS
+
+
 def checked_all_reduce(comm: loom.Communicator, seed: int) -> bool:
     """An all-reduce of fresh random data against the float64 sum of every rank's input."""
-    inputs = [torch.randn(ELEMENTS, generator=torch.Generator().manual_seed(seed + r)) for r in range(comm.world_size)]
+    inputs = [
+        torch.randn(elements(comm), generator=torch.Generator().manual_seed(seed + r)) for r in range(comm.world_size)
+    ]
     expected = torch.stack([x.double() for x in inputs]).sum(0).float()
     mine = inputs[comm.rank].cuda()
     comm.all_reduce(mine)
