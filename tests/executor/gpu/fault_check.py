@@ -124,12 +124,14 @@ def abort_case(base: object) -> int:
         thread = threading.Thread(target=in_flight)
         thread.start()
         time.sleep(0.3)
+        native = comm.native  # the device's record outlives the abort while this holds the communicator
         started = time.monotonic()
         ended = comm.abort(wait_s=5.0)
         abort_s = time.monotonic() - started
         thread.join(5)
         ranks.synchronize()  # the kernel returned: nothing waits here
-        stopped = comm.native.device_timeout_report() or ""
+        stopped = native.device_timeout_report() or ""
+        del native
         if "the communicator was aborted" not in stopped and not any("abort" in text for text in raised):
             failures += 1
             fail(rank, f"the kernel left no record of the abort: {stopped!r}")

@@ -21,7 +21,10 @@ import torch
 from loom import _native
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ranks  # noqa: E402
+from alltoallv_cases import COLUMNS, random_counts, rank_input  # noqa: E402
+from alltoallv_cases import expected_output as expected_rows  # noqa: E402
 from reference import DTYPES, check_output, expected_output, make_input, mismatch_summary  # noqa: E402
 
 
@@ -69,9 +72,13 @@ class DoesNotFit(Exception):
     """The executor refused the plan: the blocks of the ranks sharing the GPU cannot all be resident."""
 
 
-def execute(executor, plan, source, target) -> None:
+def execute(executor, plan, source, target, **counts) -> None:
+    """One call (a counted one with `sends` and `receives`); a refusal for the blocks' room is DoesNotFit."""
     try:
-        executor.execute(plan, source, target)
+        if counts:
+            executor.execute_counted(plan, source, target, **counts)
+        else:
+            executor.execute(plan, source, target)
     except loom.InvalidArgumentError as error:
         if "the GPU holds at most" in str(error):
             raise DoesNotFit(str(error)) from error
@@ -90,7 +97,10 @@ def check_rank(bootstrap, args: argparse.Namespace) -> int:
         if plan.world_size != world:
             continue
         try:
-            failures += check_plan(plan, path, executor, communicator, rank, world, args, digests)
+            if plan.collective == "alltoallv":
+                failures += check_counted_plan(plan, path, executor, rank, world, args)
+            else:
+                failures += check_plan(plan, path, executor, communicator, rank, world, args, digests)
         except DoesNotFit as refusal:
             if rank == 0:
                 print(f"{path.name}: SKIPPED, its blocks do not fit: {refusal}", flush=True)
@@ -158,6 +168,33 @@ def check_plan(
                     )
         if rank == 0 and cases:
             print(f"{path.name} {dtype_name}: {cases} calls, worst relative error {worst:.2g}", flush=True)
+    return failures
+
+
+def check_counted_plan(plan, path: Path, executor, rank: int, world: int, args: argparse.Namespace) -> int:
+    """An all-to-all-v plan, whose sizes come with each call: `--calls` calls of random per-peer row counts
+    (zeros included, rows of 12 bytes), every rank's output exactly the senders' rows."""
+    rows, row = 40 * world, COLUMNS * 4
+    source = torch.zeros((rows, COLUMNS), dtype=torch.float32, device="cuda")
+    output = torch.zeros((rows, COLUMNS), dtype=torch.float32, device="cuda")
+    failures = 0
+    for call in range(args.calls):
+        seed = zlib.crc32(f"{path.name} {call}".encode())
+        counts = random_counts(seed, world)
+        mine = torch.from_numpy(rank_input(seed, rank, counts))
+        source[: len(mine)] = mine.cuda()
+        entries = []
+        for sizes in (counts[rank], counts[:, rank]):
+            starts = sizes.cumsum() - sizes
+            entries.append([(int(at) * row, int(n) * row) for at, n in zip(starts, sizes, strict=True)])
+        execute(executor, plan, source, output, sends=entries[0], receives=entries[1])
+        ranks.synchronize()
+        expected = torch.from_numpy(expected_rows(seed, rank, counts))
+        if not torch.equal(output[: len(expected)].cpu(), expected):
+            failures += 1
+            print(f"rank {rank} FAIL {path.name} call {call}: rows differ from the senders'", flush=True)
+    if rank == 0:
+        print(f"{path.name}: {args.calls} counted calls", flush=True)
     return failures
 
 

@@ -52,7 +52,11 @@ def expected_output(plan, rank: int, inputs: list[torch.Tensor], op: str = "sum"
     world = len(inputs)
     values = [as_float64(x) for x in inputs]
     collective = plan.collective
-    if collective in _REDUCING:
+    if collective == "reduce" and rank != plan.root:
+        # Only the root gets the sum; another rank's output stays as plan_check.buffers left it (its input in
+        # place, zeros out of place): a plan that wrote it fails here.
+        return (values[rank] if plan.inplace else torch.zeros_like(values[rank])), None
+    if collective in (*_REDUCING, "reduce"):
         stacked = torch.stack(values)
         total = {"sum": stacked.sum(0), "min": stacked.min(0).values, "max": stacked.max(0).values}[op]
         scale = stacked.abs().sum(0)
