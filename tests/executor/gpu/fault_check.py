@@ -41,7 +41,9 @@ SHARED_ELEMENTS = 1 << 14
 
 
 def report(**fields: object) -> None:
-    print("RESULT " + json.dumps(fields), flush=True)
+    # One write: ranks that are threads of one process print at once, and print() writes the end apart.
+    sys.stdout.write("RESULT " + json.dumps(fields) + "\n")
+    sys.stdout.flush()
 
 
 def fail(rank: int, what: str) -> None:
