@@ -877,6 +877,9 @@ std::optional<Error> Executor::asyncError() const {
     return Error(ErrorCategory::kTransport,
                  "a call stopped on the device: " + *stopped + "; the communicator must be aborted and created anew");
   }
+  if (std::optional<std::string> links = impl_->communicator->deviceDiagnostics().failedLinks()) {
+    return Error(ErrorCategory::kTransport, "rank " + std::to_string(impl_->communicator->rank()) + ": " + *links);
+  }
   std::optional<std::vector<int>> departed;
   try {
     departed = impl_->communicator->bootstrap().lostPeersIfIdle();

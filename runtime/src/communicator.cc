@@ -235,22 +235,30 @@ std::shared_ptr<Connection> Communicator::connect(int peer, Transport transport,
                         setupTag(SetupPurpose::kConnection, tag, "connect"),
                         impl.cudaDevice,
                         impl.bootstrap->timeoutMs()};
-  switch (transport) {
-    case Transport::kCudaIpc:
-      if (!sameNode(peer)) {
-        throw Error(ErrorCategory::kInvalidArgument, "connect on " + impl.where() + ": CUDA IPC to rank " +
-                                                         std::to_string(peer) + ", which runs on another host");
+  std::shared_ptr<Connection> connection = [&] {
+    switch (transport) {
+      case Transport::kCudaIpc:
+        if (!sameNode(peer)) {
+          throw Error(ErrorCategory::kInvalidArgument, "connect on " + impl.where() + ": CUDA IPC to rank " +
+                                                           std::to_string(peer) + ", which runs on another host");
+        }
+        return connectCudaIpc(setup);
+      case Transport::kTcp:
+        return connectTcp(setup);
+      case Transport::kIb: {
+        std::lock_guard lock(impl.mutex);
+        IbContext& context = impl.ib();
+        return connectIb(context, setup);
       }
-      return connectCudaIpc(setup);
-    case Transport::kTcp:
-      return connectTcp(setup);
-    case Transport::kIb: {
-      std::lock_guard lock(impl.mutex);
-      IbContext& context = impl.ib();
-      return connectIb(context, setup);
     }
-  }
-  throw Error(ErrorCategory::kInvalidArgument, "connect: unknown transport");
+    throw Error(ErrorCategory::kInvalidArgument, "connect: unknown transport");
+  }();
+  // A link that fails ends the waits on its peer at once (as a departed process does), naming why.
+  impl.deviceDiagnostics();
+  connection->reportFailuresTo([diagnostics = std::weak_ptr(impl.diagnostics), peer](const std::string& why) {
+    if (std::shared_ptr<DeviceDiagnostics> alive = diagnostics.lock()) alive->notePeerGone(peer, why);
+  });
+  return connection;
 }
 
 }  // namespace loom

@@ -29,9 +29,11 @@ struct Communicator::Impl {
   std::string cudaBusId;            // of cudaDevice; empty for host memory only
   std::vector<std::string> busIds;  // GPU bus id of each rank, empty where host-only
   uint64_t jobKey = 0;
-  std::unique_ptr<FdMailbox> fdMailbox;            // opened at the first cuMem descriptor sent or received
-  std::shared_ptr<IbContext> ibContext;            // opened at the first InfiniBand registration or connection
-  std::unique_ptr<DeviceDiagnostics> diagnostics;  // made at the first channel or semaphore
+  std::unique_ptr<FdMailbox> fdMailbox;  // opened at the first cuMem descriptor sent or received
+  std::shared_ptr<IbContext> ibContext;  // opened at the first InfiniBand registration or connection
+  // Made at the first connection, channel or semaphore; shared with the connections' failure sinks,
+  // which may run on their threads while the communicator goes.
+  std::shared_ptr<DeviceDiagnostics> diagnostics;
   std::unique_ptr<TimeoutAnnouncer> announcer;     // with a GPU: says a kernel's timeout on stderr at once
   std::unique_ptr<DepartureWatch> departureWatch;  // with a GPU: ends kernels' waits on a departed peer
   std::mutex mutex;
@@ -54,7 +56,7 @@ struct Communicator::Impl {
   DeviceDiagnostics& deviceDiagnostics() {
     std::lock_guard lock(mutex);
     if (!diagnostics) {
-      diagnostics = std::make_unique<DeviceDiagnostics>(rank(), std::nullopt, cudaDevice >= 0);
+      diagnostics = std::make_shared<DeviceDiagnostics>(rank(), std::nullopt, cudaDevice >= 0);
       // The CPU backend's waits raise their timeouts themselves; a trapped kernel tells nobody.
       if (cudaDevice >= 0) {
         announcer = std::make_unique<TimeoutAnnouncer>(*diagnostics, std::chrono::milliseconds(100));

@@ -14,6 +14,29 @@ bool fits(uint64_t offset, uint64_t bytes, uint64_t size) { return offset <= siz
 
 }  // namespace
 
+void Connection::reportFailuresTo(FailureSink sink) {
+  std::unique_lock lock(sinkMutex_);
+  sink_ = std::move(sink);
+  if (failure_.empty() || reported_ || !sink_) return;
+  reported_ = true;
+  const FailureSink told = sink_;
+  const std::string why = failure_;
+  lock.unlock();
+  told(why);
+}
+
+void Connection::failed(const std::string& why) {
+  std::unique_lock lock(sinkMutex_);
+  if (!failure_.empty()) return;
+  failure_ = why.empty() ? "the connection failed" : why;
+  if (!sink_) return;
+  reported_ = true;
+  const FailureSink told = sink_;
+  const std::string message = failure_;
+  lock.unlock();
+  told(message);
+}
+
 // These run for every proxy trigger: the messages are built only when a check fails.
 void Connection::checkWrite(const RegisteredMemory& dst, uint64_t dstOffset, const RegisteredMemory& src,
                             uint64_t srcOffset, uint64_t bytes) const {

@@ -65,7 +65,7 @@ std::string describeEntryFault(const device::DiagnosticRecord& r, std::string te
 
 }  // namespace
 
-std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs) {
+std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs, const std::string& peerGoneCause) {
   using device::WaitKind;
   std::string text = "rank " + std::to_string(r.rank);
   if (r.block >= 0) text += ", thread block " + std::to_string(r.block);
@@ -96,8 +96,10 @@ std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs) {
     case WaitKind::kPeerGone:
       text += "wait";
       if (r.channel >= 0) text += " on channel " + std::to_string(r.channel);
-      return text + " ended: rank " + std::to_string(r.peer) +
-             "'s process is gone (its bootstrap connection closed); " + expected;
+      text += " ended: rank " + std::to_string(r.peer);
+      text += peerGoneCause.empty() ? "'s process is gone (its bootstrap connection closed)"
+                                    : " is unreachable (" + peerGoneCause + ")";
+      return text + "; " + expected;
     case WaitKind::kAborted:
       text += "wait";
       if (r.channel >= 0) text += " on channel " + std::to_string(r.channel);
@@ -118,7 +120,12 @@ std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs) {
 std::optional<std::string> DeviceDiagnostics::report() const {
   const device::DiagnosticRecord* record = storage_->host();
   if (device::loadAcquire(const_cast<int32_t*>(&record->state)) < 2) return std::nullopt;
-  return describe(*record, timeoutMs_);
+  std::string cause;
+  if (device::WaitKind(record->kind) == device::WaitKind::kPeerGone) {
+    std::lock_guard lock(causesMutex_);
+    if (auto found = causes_.find(record->peer); found != causes_.end()) cause = found->second;
+  }
+  return describe(*record, timeoutMs_, cause);
 }
 
 void DeviceDiagnostics::check() const {
@@ -140,8 +147,25 @@ void DeviceDiagnostics::clear() { *storage_->host() = device::DiagnosticRecord{}
 
 void DeviceDiagnostics::requestAbort() { device::storeRelease(&storage_->host()->abortRequested, int32_t(1)); }
 
-void DeviceDiagnostics::notePeerGone(int rank) {
+std::optional<std::string> DeviceDiagnostics::failedLinks() const {
+  std::lock_guard lock(causesMutex_);
+  std::string text;
+  for (const auto& [rank, cause] : causes_) {
+    if (cause.empty()) continue;
+    text +=
+        (text.empty() ? "" : "; ") + std::string("rank ") + std::to_string(rank) + " is unreachable (" + cause + ")";
+  }
+  if (text.empty()) return std::nullopt;
+  return text;
+}
+
+void DeviceDiagnostics::notePeerGone(int rank, const std::string& cause) {
   if (rank < 0 || rank >= device::kMaxDepartedRanks) return;  // its waits end at their timeout
+  {
+    // Before the bit: a wait that sees the bit finds the cause for its report.
+    std::lock_guard lock(causesMutex_);
+    if (!causes_.contains(rank)) causes_.emplace(rank, cause);
+  }
   uint64_t* word = &storage_->host()->departed[rank / 64];
   device::AtomicRef<uint64_t>(*word).fetch_or(uint64_t(1) << (rank % 64), device::kRelease);
 }

@@ -131,7 +131,8 @@ IbConnection::IbConnection(std::shared_ptr<IbContext> context, const ConnectionS
     receiver_ =
         std::make_unique<IbSignalReceiver>(*context_, queuePair_.qp(), queuePair_.recvCq(), queuePair_.recvDepth(),
                                            "rank " + std::to_string(setup.localRank) + " receiving signals from rank " +
-                                               std::to_string(setup.remoteRank) + " (" + context_->where() + ")");
+                                               std::to_string(setup.remoteRank) + " (" + context_->where() + ")",
+                                           [this](const std::string& why) { failed(why); });
   }
 }
 
@@ -300,6 +301,7 @@ bool IbConnection::pollCompletions() {
   if (count < 0) {
     const int error = errno != 0 ? errno : EIO;
     broken_ = Error(ErrorCategory::kTransport, where_ + ": ibv_poll_cq failed: " + std::strerror(error));
+    failed(broken_->what());
     throw *broken_;
   }
   for (int i = 0; i < count; ++i) complete(completions[i]);
@@ -319,6 +321,7 @@ void IbConnection::complete(const ibv_wc& completion) {
               where_ + ": " + describe(info, id) + " failed at rank " + std::to_string(localRank()) + " with status '" +
                   wcStatusText(context_->api(), completion.status) + "' (" + std::to_string(int(completion.status)) +
                   ", vendor error " + std::to_string(completion.vendor_err) + ")");
+    failed(broken_->what());  // a queue pair in error carries nothing more
     return;
   }
   if (info.kind == WrKind::kAtomicAdd) {

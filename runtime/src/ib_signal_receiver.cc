@@ -24,8 +24,13 @@ constexpr auto kIdleSleep = std::chrono::microseconds(50);
 }  // namespace
 
 IbSignalReceiver::IbSignalReceiver(const IbContext& context, ibv_qp* qp, ibv_cq* recvCq, uint32_t receives,
-                                   std::string where)
-    : context_(context), qp_(qp), recvCq_(recvCq), where_(std::move(where)), ring_(2 * size_t(receives)) {
+                                   std::string where, std::function<void(const std::string&)> failed)
+    : context_(context),
+      qp_(qp),
+      recvCq_(recvCq),
+      where_(std::move(where)),
+      failed_(std::move(failed)),
+      ring_(2 * size_t(receives)) {
   ringMr_ = context.registerRegion(ring_.data(), ring_.size() * sizeof(IbSignalRecord),
                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, where_ + ": signal ring");
   postReceives(receives);
@@ -133,11 +138,14 @@ void IbSignalReceiver::postReceives(uint32_t count) {
 }
 
 void IbSignalReceiver::fail(std::string message, bool warn) {
-  std::lock_guard lock(mutex_);
-  if (failure_) return;
-  // Said at once too: nobody may call this connection again to hear about it.
-  if (warn) logWarning(message);
-  failure_ = std::move(message);
+  {
+    std::lock_guard lock(mutex_);
+    if (failure_) return;
+    // Said at once too: nobody may call this connection again to hear about it.
+    if (warn) logWarning(message);
+    failure_ = message;
+  }
+  if (failed_) failed_(message);
 }
 
 }  // namespace loom

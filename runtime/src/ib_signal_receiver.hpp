@@ -14,6 +14,7 @@
 // the data before it looks for a receive.
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -34,8 +35,10 @@ static_assert(sizeof(IbSignalRecord) == 32);
 
 class IbSignalReceiver {
  public:
-  // Registers the ring and posts `receives` receives on `qp`, which must be in INIT or later.
-  IbSignalReceiver(const IbContext& context, ibv_qp* qp, ibv_cq* recvCq, uint32_t receives, std::string where);
+  // Registers the ring and posts `receives` receives on `qp`, which must be in INIT or later. `failed`
+  // hears the first failure (from the progress thread).
+  IbSignalReceiver(const IbContext& context, ibv_qp* qp, ibv_cq* recvCq, uint32_t receives, std::string where,
+                   std::function<void(const std::string&)> failed = {});
   ~IbSignalReceiver() = default;  // the thread member is declared last: joined before the ring goes
   IbSignalReceiver(const IbSignalReceiver&) = delete;
   IbSignalReceiver& operator=(const IbSignalReceiver&) = delete;
@@ -61,6 +64,7 @@ class IbSignalReceiver {
   ibv_qp* qp_;
   ibv_cq* recvCq_;
   std::string where_;
+  std::function<void(const std::string&)> failed_;
   std::vector<IbSignalRecord> ring_;
   IbHandle<ibv_mr> ringMr_;
   uint64_t nextSequence_ = 0;  // touched by the progress thread only

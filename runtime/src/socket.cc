@@ -300,13 +300,16 @@ SocketAddress Socket::remoteAddress() const {
   return SocketAddress(reinterpret_cast<sockaddr*>(&address), length);
 }
 
-std::optional<size_t> Socket::readSome(void* data, size_t size, const std::string& peer) const {
+std::optional<size_t> Socket::readSome(void* data, size_t size, const std::string& peer, bool* reset) const {
   while (true) {
     ssize_t got = ::recv(fd_, data, size, 0);
     if (got >= 0) return static_cast<size_t>(got);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
-    if (errno == ECONNRESET) return 0;
+    if (errno == ECONNRESET) {
+      if (reset != nullptr) *reset = true;
+      return 0;
+    }
     throwErrno(ErrorCategory::kTransport, "receiving from " + peer, errno);
   }
 }

@@ -80,9 +80,10 @@ class Socket {
   SocketAddress remoteAddress() const;
 
   // Non-blocking partial transfers: the bytes moved, or nullopt when the call would block. readSome
-  // returns 0 at the end of the stream; a reset connection also reads as the end. Other failures
-  // throw a transport Error naming `peer`.
-  std::optional<size_t> readSome(void* data, size_t size, const std::string& peer) const;
+  // returns 0 at the end of the stream; a reset connection also reads as the end (and sets *reset,
+  // when given, for a reader that must tell them apart). Other failures throw a transport Error
+  // naming `peer`.
+  std::optional<size_t> readSome(void* data, size_t size, const std::string& peer, bool* reset = nullptr) const;
   std::optional<size_t> writeSome(const void* data, size_t size, const std::string& peer) const;
 
   // The whole buffer before the deadline, waiting with poll(); a timeout Error names `peer`.

@@ -100,11 +100,15 @@ class WakeEvent {
 // The receiving half of a connection: a thread that reads the peer's frames, applies them in order
 // to this process's registrations and answers flushes. A frame that names memory this process does
 // not have, or a range outside it, is logged and ends the connection: the thread closes the socket,
-// so the peer's next write or flush fails instead of waiting for an answer.
+// so the peer's next write or flush fails instead of waiting for an answer. Such an end, or a stream
+// that fails (a reset), goes to `failed`; the peer's orderly close does not.
 class Receiver {
  public:
-  Receiver(int localRank, int remoteRank, net::Socket incoming)
-      : where_(pairText(remoteRank, localRank)), peer_(rankText(remoteRank)), socket_(std::move(incoming)) {
+  Receiver(int localRank, int remoteRank, net::Socket incoming, Connection::FailureSink failed)
+      : where_(pairText(remoteRank, localRank)),
+        peer_(rankText(remoteRank)),
+        socket_(std::move(incoming)),
+        failed_(std::move(failed)) {
     thread_ = std::thread([this] { run(); });
   }
   ~Receiver() {
@@ -131,6 +135,7 @@ class Receiver {
   std::string where_;
   std::string peer_;
   net::Socket socket_;  // only the thread touches it, and closes it when it ends
+  Connection::FailureSink failed_;
   WakeEvent wake_;
   gpu::PinnedHostBuffer staging_;  // for device memory; allocated on first use
   int device_ = -1;
@@ -144,6 +149,7 @@ void Receiver::run() {
     }
   } catch (const std::exception& error) {
     logWarning(where_ + ": receiving: " + error.what() + "; closing the connection");
+    failed_(where_ + ": receiving: " + error.what());
   }
   // Closing (rather than only returning) tells the peer at once.
   socket_.reset();
@@ -161,8 +167,16 @@ bool Receiver::waitFor(short events) {
 bool Receiver::readExact(void* data, uint64_t bytes) {
   auto* out = static_cast<uint8_t*>(data);
   for (uint64_t done = 0; done < bytes;) {
-    const std::optional<size_t> got = socket_.readSome(out + done, bytes - done, peer_);
-    if (got && *got == 0) return false;  // the peer closed its end: stop quietly
+    bool reset = false;
+    const std::optional<size_t> got = socket_.readSome(out + done, bytes - done, peer_, &reset);
+    if (got && *got == 0) {
+      // The peer closed its end: quietly, unless the stream was reset or cut inside a frame's part.
+      if (reset || done > 0) {
+        failed_(where_ + ": receiving: the stream from " + peer_ +
+                (reset ? " was reset" : " ended " + std::to_string(done) + " bytes into " + std::to_string(bytes)));
+      }
+      return false;
+    }
     if (got) {
       done += *got;
     } else if (!waitFor(POLLIN)) {
@@ -234,6 +248,7 @@ std::optional<LocalMemory> Receiver::target(const FrameHeader& header, uint64_t 
 
 bool Receiver::refuse(const std::string& why) const {
   logWarning(where_ + ": bad frame from " + peer_ + ": " + why + "; closing the connection");
+  failed_(where_ + ": bad frame from " + peer_ + ": " + why);
   return false;
 }
 
@@ -289,7 +304,7 @@ class TcpConnection final : public Connection {
         peer_(rankText(remoteRank)),
         outgoing_(std::move(outgoing)),
         sendTimeoutMs_(sendTimeoutMs),
-        receiver_(localRank, remoteRank, std::move(incoming)) {}
+        receiver_(localRank, remoteRank, std::move(incoming), [this](const std::string& why) { failed(why); }) {}
 
   Transport transport() const override { return Transport::kTcp; }
 
@@ -339,7 +354,8 @@ class TcpConnection final : public Connection {
   std::string where(const char* operation) const { return pairText(localRank(), remoteRank()) + ": " + operation; }
 
   // Runs one step on the outgoing stream. A failure part-way may leave a frame half sent, so the
-  // stream is unusable from then on: later calls fail at once, repeating the first failure.
+  // stream is unusable from then on: later calls fail at once, repeating the first failure. A
+  // transport failure (the peer closed or reset the stream) is the link's failure too.
   template <typename Body>
   void guarded(const char* operation, Body&& body) {
     if (!broken_.empty()) {
@@ -347,12 +363,14 @@ class TcpConnection final : public Connection {
     }
     if (peerClosed()) {
       broken_ = peer_ + " closed its connection";
+      failed(where(operation) + ": " + broken_);
       throw Error(ErrorCategory::kTransport, where(operation) + ": " + broken_);
     }
     try {
       body();
     } catch (const Error& error) {
       broken_ = error.what();
+      if (error.category() == ErrorCategory::kTransport) failed(where(operation) + ": " + broken_);
       throw Error(error.category(), where(operation) + ": " + broken_);
     } catch (const std::exception& error) {
       broken_ = error.what();

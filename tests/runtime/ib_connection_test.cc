@@ -306,6 +306,14 @@ TEST_F(IbConnectionTest, InjectedCompletionErrorsNameTheOperation) {
         EXPECT_TRUE(contains(error.what(), "writeValue as RDMA fetch-and-add to rank 1's registration"))
             << error.what();
         EXPECT_TRUE(contains(error.what(), "status 'transport retry counter exceeded' (12,")) << error.what();
+        // A queue pair in error is a failed link: the waits on rank 1 end at once (not at their 60 s), naming it.
+        const auto start = std::chrono::steady_clock::now();
+        const std::string report = testing::endOfAWaitOn(comm, 1, 3);
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+        EXPECT_TRUE(contains(report,
+                             "wait on channel 3 ended: rank 1 is unreachable (ib connection from rank 0 to "
+                             "rank 1 (device fake_ib0 port 1): writeValue as RDMA fetch-and-add"))
+            << report;
         comm.bootstrap().barrier();
       },
       [&](Communicator& comm, OneWay& way) {

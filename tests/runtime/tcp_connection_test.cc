@@ -7,10 +7,12 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -383,6 +385,137 @@ TEST(TcpConnection, WriteToARegistrationThePeerReleasedEndsTheConnection) {
   EXPECT_TRUE(contains(log, "tcp connection from rank 0 to rank 1: bad frame from rank 0: write to registration"))
       << log;
   EXPECT_TRUE(contains(log, "which this process does not have; closing the connection")) << log;
+}
+
+// Sets SO_LINGER to 0 and closes: the peer's end sees a reset rather than the end of the stream.
+void resetAndClose(net::Socket& socket) {
+  const linger now{1, 0};
+  ::setsockopt(socket.fd(), SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+  socket.reset();
+}
+
+// What a connection's failure sink was told, from any thread.
+struct ToldFailures {
+  std::mutex mutex;
+  std::vector<std::string> told;
+  Connection::FailureSink sink() {
+    return [this](const std::string& why) {
+      std::lock_guard lock(mutex);
+      told.push_back(why);
+    };
+  }
+  std::vector<std::string> after(std::chrono::milliseconds wait) {
+    std::this_thread::sleep_for(wait);
+    std::lock_guard lock(mutex);
+    return told;
+  }
+};
+
+// The link's failures reach the sink once, with why; the peer's orderly close is no failure.
+TEST(TcpConnection, ALinkFailureIsToldOnceAndAnOrderlyCloseIsNot) {
+  std::vector<uint8_t> buffer(64, 0);
+  const RegisteredMemory dst = remoteRegistration(42, 64, 0);
+  {
+    auto [outgoing, peerIn] = loopbackPair();
+    auto [peerOut, incoming] = loopbackPair();
+    ToldFailures failures;
+    std::shared_ptr<Connection> connection = tcp::makeConnection(1, 0, std::move(outgoing), std::move(incoming), 2000);
+    connection->reportFailuresTo(failures.sink());
+    peerOut.reset();
+    peerIn.reset();
+    EXPECT_TRUE(failures.after(std::chrono::milliseconds(100)).empty());
+  }
+  {
+    // A bad frame: the receiving side refuses it; the failed write after it is not told again.
+    auto [outgoing, peerIn] = loopbackPair();
+    auto [peerOut, incoming] = loopbackPair();
+    ToldFailures failures;
+    std::shared_ptr<Connection> connection = tcp::makeConnection(1, 0, std::move(outgoing), std::move(incoming), 2000);
+    connection->reportFailuresTo(failures.sink());
+    ::testing::internal::CaptureStderr();
+    sendFrame(peerOut, {tcp::FrameKind::kWrite, uint64_t{1} << 60, 0, 8});
+    EXPECT_TRUE(closesWithin(peerOut, 2000));
+    ::testing::internal::GetCapturedStderr();
+    peerIn.reset();
+    EXPECT_THROW(
+        {
+          connection->writeValue(dst, 0, 1);
+          connection->flush(2000);
+        },
+        Error);
+    const std::vector<std::string> told = failures.after(std::chrono::milliseconds(0));
+    ASSERT_EQ(told.size(), 1u);
+    EXPECT_TRUE(contains(told[0], "tcp connection from rank 0 to rank 1: bad frame from rank 0: write to registration"))
+        << told[0];
+  }
+  {
+    // A reset of the incoming stream, with the sink set after it: told then.
+    auto [outgoing, peerIn] = loopbackPair();
+    auto [peerOut, incoming] = loopbackPair();
+    ToldFailures failures;
+    std::shared_ptr<Connection> connection = tcp::makeConnection(1, 0, std::move(outgoing), std::move(incoming), 2000);
+    resetAndClose(peerOut);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    connection->reportFailuresTo(failures.sink());
+    const std::vector<std::string> told = failures.after(std::chrono::milliseconds(0));
+    ASSERT_EQ(told.size(), 1u);
+    EXPECT_TRUE(contains(told[0], "receiving: the stream from rank 0 was reset")) << told[0];
+  }
+  {
+    // A reset of the outgoing stream: the next write says so.
+    auto [outgoing, peerIn] = loopbackPair();
+    auto [peerOut, incoming] = loopbackPair();
+    ToldFailures failures;
+    std::shared_ptr<Connection> connection = tcp::makeConnection(1, 0, std::move(outgoing), std::move(incoming), 2000);
+    connection->reportFailuresTo(failures.sink());
+    resetAndClose(peerIn);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_THROW(connection->writeValue(dst, 0, 1), Error);
+    const std::vector<std::string> told = failures.after(std::chrono::milliseconds(0));
+    ASSERT_EQ(told.size(), 1u);
+    EXPECT_TRUE(contains(told[0], "tcp connection from rank 1 to rank 0: writeValue: rank 0 closed its connection"))
+        << told[0];
+  }
+}
+
+// Through a communicator, a link that fails ends the waits on its peer at once (their timeout is 60 s),
+// and the record names the link's failure: on the side that refused a bad frame, and on the side whose
+// flush then failed.
+TEST(TcpConnection, AFailedLinkEndsTheWaitsOnItsPeerAtOnce) {
+  ::testing::internal::CaptureStderr();
+  auto outcomes = runCommunicators(2, [&](Communicator& comm) {
+    const int peer = 1 - comm.rank();
+    std::vector<uint8_t> buffer(256, 0);
+    RegisteredMemory memory = comm.registerMemory(buffer.data(), buffer.size(), Transport::kTcp);
+    RegisteredMemory released = comm.registerMemory(buffer.data(), buffer.size(), Transport::kTcp);
+    comm.sendMemory(released, peer, 1);
+    RegisteredMemory peerReleased = comm.recvMemory(peer, 1);
+    std::shared_ptr<Connection> connection = comm.connect(peer, Transport::kTcp, 9);
+    if (comm.rank() == 1) released = RegisteredMemory();
+    comm.bootstrap().barrier();
+    if (comm.rank() == 0) {
+      connection->write(peerReleased, 0, memory, 0, 256);  // rank 1 refuses it and closes the stream
+      EXPECT_THROW(connection->flush(5000), Error);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const std::string report = testing::endOfAWaitOn(comm, peer, 2);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    const std::string expected =
+        comm.rank() == 0
+            ? "rank 0, op 1: wait on channel 2 ended: rank 1 is unreachable (tcp connection from rank 0 to rank 1: "
+              "flush"
+            : "rank 1, op 1: wait on channel 2 ended: rank 0 is unreachable (tcp connection from rank 0 to rank 1: bad "
+              "frame from rank 0: write to registration";
+    EXPECT_TRUE(contains(report, expected)) << report;
+    // What an asynchronous error says (Executor::asyncError, ncclCommGetAsyncError).
+    const std::string links = comm.deviceDiagnostics().failedLinks().value_or("");
+    EXPECT_TRUE(
+        contains(links, "rank " + std::to_string(peer) + " is unreachable (tcp connection from rank 0 to rank 1"))
+        << links;
+    comm.bootstrap().barrier();
+  });
+  ::testing::internal::GetCapturedStderr();
+  expectAllOk(outcomes);
 }
 
 TEST(TcpConnection, FlushTimesOutWhileThePeerIsSilentAndCompletesWhenItAnswers) {

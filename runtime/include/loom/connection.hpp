@@ -9,6 +9,8 @@
 // what makes a semaphore update after a put safe. flush() waits until everything posted is done.
 
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <string>
 
 #include "loom/error.hpp"
@@ -42,12 +44,21 @@ class Connection {
   // or freed); by default a flush, which implies it.
   virtual void finishReads(int64_t timeoutMs) { flush(timeoutMs); }
 
+  // Who hears, once, that the link to the peer failed for good (a reset or closed stream, a queue pair
+  // in error, a frame it had to refuse): the communicator, so that waits on the peer end at once
+  // rather than at their timeout. Called with why, from whichever thread met the failure (at once when
+  // the failure came before the sink); a peer's orderly close is not a failure.
+  using FailureSink = std::function<void(const std::string& why)>;
+  void reportFailuresTo(FailureSink sink);
+
  protected:
   Connection(int localRank, int remoteRank) : localRank_(localRank), remoteRank_(remoteRank) {}
   // Shared range checks for implementations.
   void checkWrite(const RegisteredMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
                   uint64_t bytes) const;
   void checkValue(const RegisteredMemory& dst, uint64_t dstOffset) const;
+  // The link failed: the first failure goes to the sink, once.
+  void failed(const std::string& why);
 
  private:
   void checkDestination(const RegisteredMemory& dst, const char* operation) const;
@@ -55,6 +66,10 @@ class Connection {
 
   int localRank_;
   int remoteRank_;
+  std::mutex sinkMutex_;
+  FailureSink sink_;
+  std::string failure_;  // the first failure; empty while there is none
+  bool reported_ = false;
 };
 
 }  // namespace loom

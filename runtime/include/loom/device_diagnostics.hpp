@@ -12,7 +12,9 @@
 // The timeout is LOOM_DEVICE_TIMEOUT_MS (default 30000; 0 waits forever).
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -46,18 +48,25 @@ class DeviceDiagnostics {
   // Makes every wait that reports here give up: host-thread waits throw, GPU waits record kAborted and
   // their kernels return.
   void requestAbort();
-  // Makes every wait on `rank` (and every wait that names no peer) end with a kPeerGone record: its
-  // process is gone.
-  void notePeerGone(int rank);
+  // Makes every wait on `rank` (and every wait that names no peer) end with a kPeerGone record. `cause`
+  // says how the host knows (the report names it): by default that its process is gone; for a link
+  // that failed, the connection's error. The first cause noted for a rank stays.
+  void notePeerGone(int rank, const std::string& cause = {});
+  // The peers noted gone because a link to them failed, with why ("rank 1 is unreachable (...)"; several
+  // joined by "; "), for an asynchronous error while no wait has ended on them yet.
+  std::optional<std::string> failedLinks() const;
 
  private:
   struct Storage;
   std::unique_ptr<Storage> storage_;
   int rank_;
   int64_t timeoutMs_;
+  mutable std::mutex causesMutex_;
+  std::map<int, std::string> causes_;  // rank -> why it was noted gone, where it was not its process
 };
 
-// The text of a record (also used for records the CPU backend writes).
-std::string describe(const device::DiagnosticRecord& record, int64_t timeoutMs);
+// The text of a record. `peerGoneCause`: how the host learnt that a kPeerGone record's peer is gone,
+// where it was not the close of its bootstrap connection.
+std::string describe(const device::DiagnosticRecord& record, int64_t timeoutMs, const std::string& peerGoneCause = {});
 
 }  // namespace loom
