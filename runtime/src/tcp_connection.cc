@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,10 @@ constexpr uint64_t kChunkBytes = uint64_t{4} << 20;
 // How long the accepting side gives a connection to present its hello before refusing it and going
 // on waiting for its peer (a stranger that connects and says nothing must not hold up the setup).
 constexpr int64_t kHelloTimeoutMs = 2000;
+// A closing connection's goodbye gets this long to go out (the peer may be gone).
+constexpr int64_t kGoodbyeSendMs = 100;
+// How long a sending half that sees the peer's close waits for the receiving half to read a goodbye.
+constexpr int64_t kGoodbyePatienceMs = 200;
 constexpr uint32_t kEndpointMagic = 0x4c544345u;
 
 // Byte by byte rather than ByteWriter::putBytes: GCC 12 warns falsely (-Wstringop-overflow) about
@@ -101,7 +106,8 @@ class WakeEvent {
 // to this process's registrations and answers flushes. A frame that names memory this process does
 // not have, or a range outside it, is logged and ends the connection: the thread closes the socket,
 // so the peer's next write or flush fails instead of waiting for an answer. Such an end, or a stream
-// that fails (a reset), goes to `failed`; the peer's orderly close does not.
+// that ends without the goodbye a closing peer sends (reset, cut, or closed by a process that died),
+// goes to `failed`; the goodbye does not.
 class Receiver {
  public:
   Receiver(int localRank, int remoteRank, net::Socket incoming, Connection::FailureSink failed)
@@ -118,7 +124,18 @@ class Receiver {
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;
 
+  // Whether the peer said goodbye, waiting up to `patience` for the stream to end: for the sending
+  // half, which may see the peer's close before this half reads the goodbye that came before it.
+  bool saidGoodbye(std::chrono::milliseconds patience) const {
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while (end_.load(std::memory_order_acquire) == End::kRunning && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return end_.load(std::memory_order_acquire) == End::kGoodbye;
+  }
+
  private:
+  enum class End : uint8_t { kRunning, kGoodbye, kOther };
   // Each step returns false when the connection ends: the peer closed it, it is being destroyed, or
   // a bad frame came.
   void run();
@@ -136,6 +153,7 @@ class Receiver {
   std::string peer_;
   net::Socket socket_;  // only the thread touches it, and closes it when it ends
   Connection::FailureSink failed_;
+  std::atomic<End> end_{End::kRunning};
   WakeEvent wake_;
   gpu::PinnedHostBuffer staging_;  // for device memory; allocated on first use
   int device_ = -1;
@@ -151,6 +169,8 @@ void Receiver::run() {
     logWarning(where_ + ": receiving: " + error.what() + "; closing the connection");
     failed_(where_ + ": receiving: " + error.what());
   }
+  End expected = End::kRunning;
+  end_.compare_exchange_strong(expected, End::kOther, std::memory_order_acq_rel);
   // Closing (rather than only returning) tells the peer at once.
   socket_.reset();
 }
@@ -170,11 +190,11 @@ bool Receiver::readExact(void* data, uint64_t bytes) {
     bool reset = false;
     const std::optional<size_t> got = socket_.readSome(out + done, bytes - done, peer_, &reset);
     if (got && *got == 0) {
-      // The peer closed its end: quietly, unless the stream was reset or cut inside a frame's part.
-      if (reset || done > 0) {
-        failed_(where_ + ": receiving: the stream from " + peer_ +
-                (reset ? " was reset" : " ended " + std::to_string(done) + " bytes into " + std::to_string(bytes)));
-      }
+      // The peer's goodbye came first, else this is a failed link.
+      failed_(where_ + ": receiving: the stream from " + peer_ +
+              (reset  ? " was reset"
+               : done ? " ended " + std::to_string(done) + " bytes into " + std::to_string(bytes)
+                      : " ended without a goodbye (its process is gone, or the link was cut)"));
       return false;
     }
     if (got) {
@@ -211,6 +231,9 @@ bool Receiver::apply(const FrameHeader& header) {
       return applyWrite(header);
     case FrameKind::kValue:
       return applyValue(header);
+    case FrameKind::kGoodbye:
+      end_.store(End::kGoodbye, std::memory_order_release);
+      return false;
     case FrameKind::kFlush: {
       // Frames are applied synchronously and in order, so everything before this one is done.
       ByteWriter ack;
@@ -306,6 +329,19 @@ class TcpConnection final : public Connection {
         sendTimeoutMs_(sendTimeoutMs),
         receiver_(localRank, remoteRank, std::move(incoming), [this](const std::string& why) { failed(why); }) {}
 
+  // Says goodbye, so that the peer takes the end of the stream for an orderly close (best effort: the
+  // peer may be gone already).
+  ~TcpConnection() override {
+    std::lock_guard lock(mutex_);
+    if (!broken_.empty()) return;
+    try {
+      const std::vector<uint8_t> bytes = encodeFrame({FrameKind::kGoodbye, 0, 0, 0});
+      outgoing_.sendAll(bytes.data(), bytes.size(), Deadline(kGoodbyeSendMs), peer_);
+    } catch (const std::exception&) {
+      // Nobody to tell.
+    }
+  }
+
   Transport transport() const override { return Transport::kTcp; }
 
   void write(const RegisteredMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
@@ -363,19 +399,25 @@ class TcpConnection final : public Connection {
     }
     if (peerClosed()) {
       broken_ = peer_ + " closed its connection";
-      failed(where(operation) + ": " + broken_);
+      linkFailed(where(operation) + ": " + broken_);
       throw Error(ErrorCategory::kTransport, where(operation) + ": " + broken_);
     }
     try {
       body();
     } catch (const Error& error) {
       broken_ = error.what();
-      if (error.category() == ErrorCategory::kTransport) failed(where(operation) + ": " + broken_);
+      if (error.category() == ErrorCategory::kTransport) linkFailed(where(operation) + ": " + broken_);
       throw Error(error.category(), where(operation) + ": " + broken_);
     } catch (const std::exception& error) {
       broken_ = error.what();
       throw;
     }
+  }
+
+  // The outgoing stream failed: a failed link unless the peer closed on purpose (its goodbye, on the
+  // other stream, may be read a moment after this half saw the close).
+  void linkFailed(const std::string& why) {
+    if (!receiver_.saidGoodbye(std::chrono::milliseconds(kGoodbyePatienceMs))) failed(why);
   }
 
   // A peer that closed its end shows as a hang-up on the outgoing socket. Without this check the

@@ -49,7 +49,9 @@ std::vector<uint8_t> encodeHello(const Token& token, int fromRank, int toRank);
 
 // Every frame starts with a fixed header; a write's `bytes` of data follow it. The peer names a
 // registration of the receiving process by id (memory_table.hpp), never an address.
-enum class FrameKind : uint8_t { kWrite = 1, kValue = 2, kFlush = 3 };
+// A goodbye is the last frame of a connection that closes on purpose: a stream that ends without one
+// is a failed link (its process died, or the network cut it).
+enum class FrameKind : uint8_t { kWrite = 1, kValue = 2, kFlush = 3, kGoodbye = 4 };
 struct FrameHeader {
   FrameKind kind = FrameKind::kWrite;
   uint64_t id = 0;        // write, value: the target registration

@@ -411,7 +411,8 @@ struct ToldFailures {
   }
 };
 
-// The link's failures reach the sink once, with why; the peer's orderly close is no failure.
+// The link's failures reach the sink once, with why; a peer that says goodbye before it closes is no
+// failure, and neither side's close after a goodbye is.
 TEST(TcpConnection, ALinkFailureIsToldOnceAndAnOrderlyCloseIsNot) {
   std::vector<uint8_t> buffer(64, 0);
   const RegisteredMemory dst = remoteRegistration(42, 64, 0);
@@ -421,9 +422,34 @@ TEST(TcpConnection, ALinkFailureIsToldOnceAndAnOrderlyCloseIsNot) {
     ToldFailures failures;
     std::shared_ptr<Connection> connection = tcp::makeConnection(1, 0, std::move(outgoing), std::move(incoming), 2000);
     connection->reportFailuresTo(failures.sink());
+    sendFrame(peerOut, {tcp::FrameKind::kGoodbye, 0, 0, 0});
     peerOut.reset();
     peerIn.reset();
+    EXPECT_THROW(connection->writeValue(dst, 0, 1), Error);  // the peer is gone, on purpose
     EXPECT_TRUE(failures.after(std::chrono::milliseconds(100)).empty());
+  }
+  {
+    // A stream that ends without a goodbye: its process died, or the link was cut.
+    auto [outgoing, peerIn] = loopbackPair();
+    auto [peerOut, incoming] = loopbackPair();
+    ToldFailures failures;
+    std::shared_ptr<Connection> connection = tcp::makeConnection(1, 0, std::move(outgoing), std::move(incoming), 2000);
+    connection->reportFailuresTo(failures.sink());
+    peerOut.reset();
+    std::vector<std::string> told = failures.after(std::chrono::milliseconds(100));
+    ASSERT_EQ(told.size(), 1u);
+    EXPECT_TRUE(contains(told[0],
+                         "tcp connection from rank 0 to rank 1: receiving: the stream from rank 0 ended "
+                         "without a goodbye"))
+        << told[0];
+  }
+  {
+    // This side's goodbye, as it goes: the peer reads it last.
+    auto [outgoing, peerIn] = loopbackPair();
+    auto [peerOut, incoming] = loopbackPair();
+    tcp::makeConnection(1, 0, std::move(outgoing), std::move(incoming), 2000).reset();
+    EXPECT_EQ(receiveFrame(peerIn).kind, tcp::FrameKind::kGoodbye);
+    EXPECT_TRUE(closesWithin(peerIn, 2000));
   }
   {
     // A bad frame: the receiving side refuses it; the failed write after it is not told again.
