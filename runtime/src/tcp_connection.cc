@@ -391,7 +391,8 @@ class TcpConnection final : public Connection {
 
   // Runs one step on the outgoing stream. A failure part-way may leave a frame half sent, so the
   // stream is unusable from then on: later calls fail at once, repeating the first failure. A
-  // transport failure (the peer closed or reset the stream) is the link's failure too.
+  // transport failure (the peer closed or reset the stream) is the link's failure too, unless the
+  // peer said goodbye.
   template <typename Body>
   void guarded(const char* operation, Body&& body) {
     if (!broken_.empty()) {
