@@ -10,8 +10,10 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "communicator_test_util.hpp"
+#include "loom/device/copy.hpp"
 #include "loom/device_diagnostics.hpp"
 #include "loom/error.hpp"
 #include "loom/fifo.hpp"
@@ -233,6 +235,40 @@ TEST(DeviceTimeout, EnvironmentValueIsChecked) {
   EXPECT_EQ(deviceTimeoutMs(), 250);
   unsetenv("LOOM_DEVICE_TIMEOUT_MS");
   EXPECT_EQ(deviceTimeoutMs(), kDefaultDeviceTimeoutMs);
+}
+
+// The GPU's copy (run here with its threads one after another): every alignment of either end and
+// sizes around the vector and head boundaries give exactly the source's bytes, and nothing outside the
+// destination changes. The buffers have room around both ends: a source misaligned against its
+// destination is read in the aligned vectors around it.
+TEST(VectorisedCopy, EveryAlignmentOfEitherEndCopiesExactly) {
+  std::vector<uint8_t> source(2 * 4096 + 64);
+  std::mt19937 generator(5);
+  for (uint8_t& byte : source) byte = uint8_t(generator());
+  alignas(16) static uint8_t target[2 * 4096 + 64];
+  const std::vector<uint64_t> sizes = {0, 1, 7, 15, 16, 17, 31, 32, 33, 63, 100, 1000, 4096, 4111, 8000};
+  for (uint32_t from = 0; from < 16; ++from) {
+    for (uint32_t to = 0; to < 16; ++to) {
+      for (uint64_t bytes : sizes) {
+        for (uint32_t threads : {1u, 5u, 32u}) {
+          std::memset(target, 0xa5, sizeof(target));
+          // Aligned bases (the vector's own alignment is 16), then the ends' offsets.
+          const uint8_t* src =
+              reinterpret_cast<const uint8_t*>((reinterpret_cast<uintptr_t>(source.data()) + 31) / 16 * 16) + from;
+          uint8_t* dst = target + 16 + to;
+          for (uint32_t thread = 0; thread < threads; ++thread) {
+            device::copyVectorised(dst, src, bytes, thread, threads);
+          }
+          SCOPED_TRACE("source at 16k + " + std::to_string(from) + ", destination at 16k + " + std::to_string(to) +
+                       ", " + std::to_string(bytes) + " bytes, " + std::to_string(threads) + " threads");
+          ASSERT_EQ(std::memcmp(dst, src, bytes), 0);
+          for (size_t i = 0; i < sizeof(target); ++i) {
+            if (target + i < dst || target + i >= dst + bytes) ASSERT_EQ(target[i], 0xa5) << "byte " << i;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(FifoOnHost, TriggersArriveInOrderThroughASmallRingWithBackPressure) {
