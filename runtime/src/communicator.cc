@@ -253,7 +253,8 @@ std::shared_ptr<Connection> Communicator::connect(int peer, Transport transport,
     }
     throw Error(ErrorCategory::kInvalidArgument, "connect: unknown transport");
   }();
-  // A link that fails ends the waits on its peer at once (as a departed process does), naming why.
+  // A link that fails ends the waits on its peer at once (as a departed process does), naming why. The
+  // record is made now, so that the sink can hold it.
   impl.deviceDiagnostics();
   connection->reportFailuresTo([diagnostics = std::weak_ptr(impl.diagnostics), peer](const std::string& why) {
     if (std::shared_ptr<DeviceDiagnostics> alive = diagnostics.lock()) alive->notePeerGone(peer, why);

@@ -17,24 +17,23 @@ bool fits(uint64_t offset, uint64_t bytes, uint64_t size) { return offset <= siz
 void Connection::reportFailuresTo(FailureSink sink) {
   std::unique_lock lock(sinkMutex_);
   sink_ = std::move(sink);
-  if (failure_.empty() || reported_ || !sink_) return;
-  reported_ = true;
-  const FailureSink told = sink_;
-  const std::string why = failure_;
-  lock.unlock();
-  told(why);
+  tellOnce(lock);
 }
 
 void Connection::failed(const std::string& why) {
   std::unique_lock lock(sinkMutex_);
   if (!failure_.empty()) return;
   failure_ = why.empty() ? "the connection failed" : why;
-  if (!sink_) return;
+  tellOnce(lock);
+}
+
+void Connection::tellOnce(std::unique_lock<std::mutex>& lock) {
+  if (failure_.empty() || !sink_ || reported_) return;
   reported_ = true;
-  const FailureSink told = sink_;
-  const std::string message = failure_;
-  lock.unlock();
-  told(message);
+  const FailureSink sink = sink_;
+  const std::string why = failure_;
+  lock.unlock();  // the sink takes locks of its own
+  sink(why);
 }
 
 // These run for every proxy trigger: the messages are built only when a check fails.

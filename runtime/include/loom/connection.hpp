@@ -64,6 +64,9 @@ class Connection {
   void checkDestination(const RegisteredMemory& dst, const char* operation) const;
   Error invalid(const char* operation, const std::string& detail) const;
 
+  // Tells the sink the failure once both are there, with `lock` (of sinkMutex_) let go first.
+  void tellOnce(std::unique_lock<std::mutex>& lock);
+
   int localRank_;
   int remoteRank_;
   std::mutex sinkMutex_;
