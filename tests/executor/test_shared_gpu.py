@@ -7,8 +7,8 @@ without a GPU or torch. What their timings mean: docs/testing.md (kernel costs o
 - the fast kernel (LOOM_FAST_PATH=1) against the generic one at 4 ranks, bit for bit (issue 18);
 - a pipeline sized in bytes (MSCCL++'s LoopIterationContext(unit=...)) at 3 ranks;
 - the drift check at 4 ranks; loom.Communicator with torch tensors eagerly and in CUDA graphs at 4 and 8,
-  all-to-all-v included (host and device splits, graph replays with new splits);
-- compute-sanitizer memcheck and racecheck on a 4-rank case;
+  all-to-all-v included (host and device splits, graph replays with new splits, bf16 entries at 2-byte offsets);
+- compute-sanitizer memcheck and racecheck on a 4-rank case, and memcheck on all-to-all-v at 2-byte offsets;
 - the refusals: sharing without LOOM_SHARE_GPU=1, a malformed LOOM_SHARE_GPU, blocks that do not fit.
 """
 
@@ -182,6 +182,17 @@ def test_a_4_rank_case_is_clean_under_compute_sanitizer(tool, tmp_path):
     environment = {**os.environ, **ENVIRONMENT, "LOOM_DEVICE_TIMEOUT_MS": "120000"}
     command = [sanitizer, "--tool", tool, "--error-exitcode", "9", sys.executable, *program]
     done = subprocess.run(command, capture_output=True, text=True, timeout=560, env=environment, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "FAIL" not in output, _failure_report(output)
+
+
+def test_all_to_all_v_at_two_byte_offsets_is_clean_under_memcheck(tmp_path):
+    # The device copy reads the aligned 16-byte blocks around a misaligned source: none may leave the buffer.
+    sanitizer = compute_sanitizer()
+    program = [str(GPU_CHECKS / "alltoallv_check.py"), "--share-gpu", "2", "--offsets-only"]
+    environment = {**os.environ, **ENVIRONMENT, "LOOM_DEVICE_TIMEOUT_MS": "120000", "LOOM_CACHE_DIR": str(tmp_path)}
+    command = [sanitizer, "--tool", "memcheck", "--error-exitcode", "9", sys.executable, *program]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, check=False)
     output = done.stdout + done.stderr
     assert done.returncode == 0 and "FAIL" not in output, _failure_report(output)
 
