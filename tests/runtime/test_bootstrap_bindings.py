@@ -184,7 +184,16 @@ def test_from_environment_without_secret_derives_one_and_warns_once(
         _native.Bootstrap.from_environment()
 
 
-def test_ctrl_c_interrupts_a_waiting_call() -> None:
+@pytest.fixture
+def sigint_raises_keyboard_interrupt():
+    """Python's own SIGINT handler, whatever the test run inherited: a shell starts a background job with
+    SIGINT ignored, and Python then installs no handler, so no KeyboardInterrupt would come."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_interrupts_a_waiting_call(sigint_raises_keyboard_interrupt) -> None:
     uid = _native.UniqueId.create("127.0.0.1")
     release = threading.Event()
 
