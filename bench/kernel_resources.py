@@ -1,6 +1,6 @@
 """Registers, stack and SASS instruction count of the executor's kernels (issue 18 asks for them).
 
-Reads the compiled `gpu_backend.cu` object with `cuobjdump` (`--dump-resource-usage` for registers and
+Reads the executor library's kernels with `cuobjdump` (`--dump-resource-usage` for registers and
 stack, `-sass` for the instructions; `-sass` needs `nvdisasm` beside it or on PATH) and prints one row
 per kernel (generic wide, generic narrow, inline), over its data type / operator instances, plus the
 fp32 sum instance. Instruction counts are static (what the kernel holds, NOPs left out), not executed.
@@ -8,7 +8,8 @@ No GPU needed:
 
     python bench/kernel_resources.py [OBJECT] [--cuobjdump PATH]
 
-OBJECT defaults to build/executor/CMakeFiles/loom_executor.dir/src/gpu_backend.cu.o.
+OBJECT defaults to build/executor/libloom_executor.so (every data type's kernels, each compiled from a file of its
+own: executor/src/interpreter_kernels.cu.in).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-DEFAULT_OBJECT = Path("build/executor/CMakeFiles/loom_executor.dir/src/gpu_backend.cu.o")
+DEFAULT_OBJECT = Path("build/executor/libloom_executor.so")
 # Mangled kernel names: loom::(anonymous)::<kernel><loom::device::ReduceUnits<Type, ReduceKind>>.
 KERNEL = re.compile(r"(interpretNarrow|interpretInline|interpret)INS_6device11ReduceUnitsI")
 FP32_SUM = re.compile(r"ReduceUnitsIfLNS2_10ReduceKindE0E")

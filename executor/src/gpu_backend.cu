@@ -14,6 +14,8 @@
 #include "cuda_check.hpp"
 #include "environment.hpp"
 #include "gpu.hpp"
+#include "interpreter_kernels.hpp"
+#include "kernel_launch_order.cuh"
 #include "loom/device/scale.hpp"
 #include "loom/gpu_buffer.hpp"
 #include "reduce_dispatch.hpp"
@@ -21,65 +23,10 @@
 namespace loom {
 namespace {
 
-// Programmatic dependent launch (Hopper on): a kernel launched with programmatic stream serialisation
-// may be scheduled while the kernel before it on the stream still runs, so its launch latency hides
-// behind that kernel's tail (in a CUDA graph of back-to-back calls, most of the gap between them). It
-// must wait for that kernel's completion, and see its memory, before reading anything: inputs, and the
-// call counts the previous call of the same plan wrote. Without the launch attribute both are no-ops.
-__device__ __forceinline__ void waitForPrecedingKernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// Lets the next kernel of the stream be scheduled now, once this one may start its work. Only after
-// waitForPrecedingKernel: at most two kernels of a stream are resident, this one and the next, which
-// waits, so a graph of many calls does not fill the GPU with waiting blocks.
-__device__ __forceinline__ void letNextKernelLaunch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
-}
-
-__device__ __forceinline__ void startAfterPrecedingKernel() {
-  waitForPrecedingKernel();
-  letNextKernelLaunch();
-}
-
 template <typename T>
 __global__ void scaleKernel(T* data, uint64_t count, float factor) {
   device::scaleElements(data, count, factor, uint64_t(blockIdx.x) * blockDim.x + threadIdx.x,
                         uint64_t(gridDim.x) * blockDim.x);
-}
-
-// Two kernels per (data type, operator): the inline one for specialised programs, which travel in its
-// parameters (the fast path, specialize.hpp), and the interpreter of Program's tables for the rest.
-// One block per multiprocessor at most (maxResidentBlocks), so each thread may use 64 registers: without
-// the minimum of 1, nvcc sizes the kernel for two 1024-thread blocks per multiprocessor (32 registers)
-// and the fast handlers spill.
-template <typename Reduce>
-__global__ void __launch_bounds__(1024, 1) interpret(const __grid_constant__ device::Program program) {
-  startAfterPrecedingKernel();
-  device::runBlock<Reduce>(program, blockIdx.x, threadIdx.x, blockDim.x);
-}
-
-// The interpreter of Program's tables for blocks of at most 512 threads: 128 registers per thread, so
-// its generic handler takes two units per step (more reads in flight, for the bandwidth plans).
-template <typename Reduce>
-__global__ void __launch_bounds__(512, 1) interpretNarrow(const __grid_constant__ device::Program program) {
-  startAfterPrecedingKernel();
-  device::runBlock<Reduce, 2>(program, blockIdx.x, threadIdx.x, blockDim.x);
-}
-
-// The inline kernel: a specialised program that travels in its parameters (inline_program.hpp), in
-// blocks of at most kMaxInlineThreads, so 128 registers per thread. __grid_constant__ lets the handlers
-// read the records where they lie, in the parameter space, rather than from a per-thread copy.
-template <typename Reduce>
-__global__ void __launch_bounds__(device::kMaxInlineThreads, 1)
-    interpretInline(const __grid_constant__ device::Program program,
-                    const __grid_constant__ device::InlineProgram inlined) {
-  startAfterPrecedingKernel();
-  device::runInlineBlock<Reduce>(program, inlined, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
 // The interpreter of a counted call (an alltoallv plan: copies only, so one instance): its table travels in
@@ -104,10 +51,10 @@ bool overlapsLaunches(const Communicator& communicator, int device) {
   return major >= 9 && communicator.ranksSharingGpu().size() <= 1;
 }
 
-// Launches `kernel` on `stream`, with programmatic stream serialisation when `overlap`.
-template <typename... Params, typename... Args>
-cudaError_t launchKernel(void (*kernel)(Params...), uint32_t blocks, uint32_t threads, cudaStream_t stream,
-                         bool overlap, const Args&... args) {
+// Launches `kernel` (a host-side entry point) with `args` (a pointer to each parameter) on `stream`, with
+// programmatic stream serialisation when `overlap`.
+cudaError_t launchKernel(const void* kernel, uint32_t blocks, uint32_t threads, cudaStream_t stream, bool overlap,
+                         void** args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -117,7 +64,28 @@ cudaError_t launchKernel(void (*kernel)(Params...), uint32_t blocks, uint32_t th
   config.stream = stream;
   config.attrs = &attribute;
   config.numAttrs = overlap ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, args...);
+  return cudaLaunchKernelExC(&config, kernel, args);
+}
+
+// The interpreter kernels of a call's data type and operator, from the type's own translation unit.
+InterpreterKernels interpreterKernels(DataType type, ReduceOp op) {
+  switch (type) {
+    case DataType::kFloat32:
+      return interpreterKernelsFloat32(op);
+    case DataType::kFloat16:
+      return interpreterKernelsFloat16(op);
+    case DataType::kBFloat16:
+      return interpreterKernelsBFloat16(op);
+    case DataType::kInt32:
+      return interpreterKernelsInt32(op);
+    case DataType::kUInt32:
+      return interpreterKernelsUInt32(op);
+    case DataType::kFloat8E4M3:
+      return interpreterKernelsFloat8E4M3(op);
+    case DataType::kFloat8E5M2:
+      return interpreterKernelsFloat8E5M2(op);
+  }
+  throw Error(ErrorCategory::kInvalidArgument, "dtype: unknown data type");
 }
 
 class GpuBackend final : public Backend {
@@ -158,18 +126,19 @@ class GpuBackend final : public Backend {
 
   void launch(const device::Program& program, const device::InlineProgram* inlined, uint32_t threads, DataType type,
               ReduceOp op, void* stream) override {
+    const InterpreterKernels kernels = interpreterKernels(type, op);
+    const auto cudaStream = static_cast<cudaStream_t>(stream);
+    // cudaLaunchKernelExC takes a pointer to each parameter, non-const though it only reads them.
+    void* parameter = const_cast<device::Program*>(&program);
     cudaError_t status = cudaSuccess;
-    dispatchReduce(type, op, [&]<typename Reduce>() {
-      const auto cudaStream = static_cast<cudaStream_t>(stream);
-      if (inlined != nullptr) {
-        status = launchKernel(interpretInline<Reduce>, program.blocks, threads, cudaStream, overlapLaunches_, program,
-                              *inlined);
-      } else if (threads <= 512) {
-        status = launchKernel(interpretNarrow<Reduce>, program.blocks, threads, cudaStream, overlapLaunches_, program);
-      } else {
-        status = launchKernel(interpret<Reduce>, program.blocks, threads, cudaStream, overlapLaunches_, program);
-      }
-    });
+    if (inlined != nullptr) {
+      void* args[] = {parameter, const_cast<device::InlineProgram*>(inlined)};
+      status = launchKernel(kernels.inlined, program.blocks, threads, cudaStream, overlapLaunches_, args);
+    } else {
+      void* args[] = {parameter};
+      status = launchKernel(threads <= 512 ? kernels.narrow : kernels.interpret, program.blocks, threads, cudaStream,
+                            overlapLaunches_, args);
+    }
     if (status != cudaSuccess) {
       cudaGetLastError();  // the launch failed: clear it, so later CUDA calls of the caller do not see it
       // A trap of an earlier call (a device-side wait that timed out) surfaces here: say who waited.
@@ -180,8 +149,9 @@ class GpuBackend final : public Backend {
 
   void launchCounted(const device::Program& program, const device::CallTable& table, uint32_t threads,
                      void* stream) override {
-    const cudaError_t status = launchKernel(interpretCounted, program.blocks, threads,
-                                            static_cast<cudaStream_t>(stream), overlapLaunches_, program, table);
+    void* args[] = {const_cast<device::Program*>(&program), const_cast<device::CallTable*>(&table)};
+    const cudaError_t status = launchKernel(reinterpret_cast<const void*>(&interpretCounted), program.blocks, threads,
+                                            static_cast<cudaStream_t>(stream), overlapLaunches_, args);
     if (status != cudaSuccess) {
       cudaGetLastError();
       communicator_.deviceDiagnostics().check();
@@ -208,20 +178,19 @@ class GpuBackend final : public Backend {
   uint32_t maxResidentBlocks(uint32_t threads, DataType type, ReduceOp op) override {
     const auto key = std::make_tuple(threads, type, op);
     if (auto found = residentBlocks_.find(key); found != residentBlocks_.end()) return found->second;
-    int perMultiprocessor = 0;
-    dispatchReduce(type, op, [&]<typename Reduce>() {  // the fewest of the kernels'
-      const auto fewer = [&](const void* kernel) {
-        int blocks = 0;
-        checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, int(threads), 0),
-                  "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-        perMultiprocessor = std::min(perMultiprocessor, blocks);
-      };
-      perMultiprocessor = INT32_MAX;
-      fewer(reinterpret_cast<const void*>(interpret<Reduce>));
-      fewer(reinterpret_cast<const void*>(interpretCounted));
-      if (threads <= device::kMaxInlineThreads) fewer(reinterpret_cast<const void*>(interpretInline<Reduce>));
-      if (threads <= 512) fewer(reinterpret_cast<const void*>(interpretNarrow<Reduce>));
-    });
+    // The fewest of the kernels' blocks per multiprocessor.
+    const InterpreterKernels kernels = interpreterKernels(type, op);
+    int perMultiprocessor = INT32_MAX;
+    const auto fewer = [&](const void* kernel) {
+      int blocks = 0;
+      checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, int(threads), 0),
+                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+      perMultiprocessor = std::min(perMultiprocessor, blocks);
+    };
+    fewer(kernels.interpret);
+    fewer(reinterpret_cast<const void*>(&interpretCounted));
+    if (threads <= device::kMaxInlineThreads) fewer(kernels.inlined);
+    if (threads <= 512) fewer(kernels.narrow);
     int multiprocessors = 0;
     checkCuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device_),
               "cudaDeviceGetAttribute(multiprocessors)");
