@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -67,25 +68,18 @@ cudaError_t launchKernel(const void* kernel, uint32_t blocks, uint32_t threads, 
   return cudaLaunchKernelExC(&config, kernel, args);
 }
 
-// The interpreter kernels of a call's data type and operator, from the type's own translation unit.
+// The interpreter kernels of a call's data type and operator, from the type's own translation unit; in
+// DataType's order (a reordered enum would run every type's calls on another's kernels: the GPU plan
+// checks, every data type against float64, would fail).
+constexpr InterpreterKernels (*kKernelsByType[])(ReduceOp) = {
+    interpreterKernelsFloat32, interpreterKernelsFloat16,    interpreterKernelsBFloat16,   interpreterKernelsInt32,
+    interpreterKernelsUInt32,  interpreterKernelsFloat8E4M3, interpreterKernelsFloat8E5M2,
+};
+static_assert(std::size(kKernelsByType) == kDataTypeCount, "a data type without its kernels");
+
 InterpreterKernels interpreterKernels(DataType type, ReduceOp op) {
-  switch (type) {
-    case DataType::kFloat32:
-      return interpreterKernelsFloat32(op);
-    case DataType::kFloat16:
-      return interpreterKernelsFloat16(op);
-    case DataType::kBFloat16:
-      return interpreterKernelsBFloat16(op);
-    case DataType::kInt32:
-      return interpreterKernelsInt32(op);
-    case DataType::kUInt32:
-      return interpreterKernelsUInt32(op);
-    case DataType::kFloat8E4M3:
-      return interpreterKernelsFloat8E4M3(op);
-    case DataType::kFloat8E5M2:
-      return interpreterKernelsFloat8E5M2(op);
-  }
-  throw Error(ErrorCategory::kInvalidArgument, "dtype: unknown data type");
+  if (size_t(type) >= kDataTypeCount) throw Error(ErrorCategory::kInvalidArgument, "dtype: unknown data type");
+  return kKernelsByType[size_t(type)](op);
 }
 
 class GpuBackend final : public Backend {
