@@ -16,7 +16,7 @@
 #include "environment.hpp"
 #include "gpu.hpp"
 #include "interpreter_kernels.hpp"
-#include "kernel_launch_order.cuh"
+#include "device/kernel_launch_order.cuh"
 #include "loom/device/scale.hpp"
 #include "loom/gpu_buffer.hpp"
 #include "reduce_dispatch.hpp"

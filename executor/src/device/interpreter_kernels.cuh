@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "interpreter_kernels.hpp"
-#include "kernel_launch_order.cuh"
+#include "device/kernel_launch_order.cuh"
 #include "reduce_dispatch.hpp"
 
 namespace loom {
