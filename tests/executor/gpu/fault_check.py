@@ -77,8 +77,10 @@ def started_communicator(base: object) -> tuple[object, loom.Communicator, torch
 
 
 def elements(base: object) -> int:
-    """The all-reduce's length: smaller where ranks share a GPU."""
-    return SHARED_ELEMENTS if base.world_size > torch.cuda.device_count() else ELEMENTS
+    """The all-reduce's length: smaller where ranks share a GPU (threads on GPU 0, which ranks.run marks with
+    LOOM_SHARE_GPU=1; comparing the world size with the GPU count misses 2 ranks on GPU 0 of a 2-GPU host)."""
+    shared = os.environ.get("LOOM_SHARE_GPU") == "1" or base.world_size > torch.cuda.device_count()
+    return SHARED_ELEMENTS if shared else ELEMENTS
 
 
 def checked_all_reduce(comm: loom.Communicator, seed: int) -> bool:
