@@ -34,8 +34,16 @@ def port_plan(world_size: int):
 
 
 def run_all_to_all(communicator, plan, data: list, me: int) -> torch.Tensor:
-    out = torch.empty_like(data[0], device="cuda")
-    communicator.executor.execute(plan, data[me].cuda(), out)
+    """The port plan on a stream of its own, never the legacy default stream: its proxy moves data with CUDA
+    calls while the kernel waits, and work the host queues on the default stream behind that kernel (this
+    check's own copy of the result) can hold the proxy's copies back until the device timeout (a 2 x H200 run
+    of 2026-11-29 hung so once in turn 1; docs/executor.md, "Port channels and the default stream")."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = torch.empty_like(data[0], device="cuda")
+        communicator.executor.execute(plan, data[me].cuda(), out)
+    side.synchronize()
     return out
 
 
