@@ -120,12 +120,30 @@ std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs, const
 std::optional<std::string> DeviceDiagnostics::report() const {
   const device::DiagnosticRecord* record = storage_->host();
   if (device::loadAcquire(const_cast<int32_t*>(&record->state)) < 2) return std::nullopt;
+  const auto kind = device::WaitKind(record->kind);
   std::string cause;
-  if (device::WaitKind(record->kind) == device::WaitKind::kPeerGone) {
+  std::string proxies;
+  {
     std::lock_guard lock(causesMutex_);
-    if (auto found = causes_.find(record->peer); found != causes_.end()) cause = found->second;
+    if (kind == device::WaitKind::kPeerGone) {
+      if (auto found = causes_.find(record->peer); found != causes_.end()) cause = found->second;
+    }
+    if (kind == device::WaitKind::kFifoSync || kind == device::WaitKind::kFifoFull) {
+      for (const std::weak_ptr<const ProxyActivity>& watched : proxies_) {
+        if (std::shared_ptr<const ProxyActivity> activity = watched.lock()) proxies += "; " + activity->describe();
+      }
+    }
   }
-  return describe(*record, timeoutMs_, cause);
+  return describe(*record, timeoutMs_, cause) + proxies;
+}
+
+void DeviceDiagnostics::watchProxy(const std::shared_ptr<const ProxyActivity>& activity) {
+  std::lock_guard lock(causesMutex_);
+  std::erase_if(proxies_, [](const std::weak_ptr<const ProxyActivity>& watched) { return watched.expired(); });
+  for (const std::weak_ptr<const ProxyActivity>& watched : proxies_) {
+    if (watched.lock() == activity) return;
+  }
+  proxies_.push_back(activity);
 }
 
 void DeviceDiagnostics::check() const {

@@ -9,6 +9,7 @@
 #include "gpu.hpp"
 #include "log.hpp"
 #include "loom/error.hpp"
+#include "loom/proxy_activity.hpp"
 #include "numa.hpp"
 
 namespace loom {
@@ -62,6 +63,9 @@ struct ProxyService::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<bool> abandoning{false};  // stop without carrying out what is still queued
   std::atomic<uint64_t> done{0};
+  // What the thread is doing, for the reports of port-channel waits that run out (shared with the
+  // diagnostics of every communicator whose channels use this proxy, which may outlive it).
+  std::shared_ptr<ProxyActivity> activity = std::make_shared<ProxyActivity>();
   std::thread thread;
 
   Impl(Communicator& communicator, uint64_t fifoSize)
@@ -92,8 +96,13 @@ bool ProxyService::Impl::drained() const {
 void ProxyService::Impl::run() {
   struct Stopped {  // start() set `polling`
     std::atomic<bool>& polling;
-    ~Stopped() { polling.store(false, std::memory_order_release); }
-  } stopped{polling};
+    ProxyActivity& activity;
+    ~Stopped() {
+      activity.stopped();
+      polling.store(false, std::memory_order_release);
+    }
+  } stopped{polling, *activity};
+  activity->enter(ProxyActivity::Step::kLooking, fifo.tail());
   // The device first: a CUDA call on a fresh thread would otherwise make a context on GPU 0.
   if (device >= 0) {
     try {
@@ -133,6 +142,7 @@ void ProxyService::Impl::run() {
     }
     fifo.pop();
     done.fetch_add(1, std::memory_order_relaxed);
+    activity->enter(ProxyActivity::Step::kLooking, fifo.tail());
   }
 }
 
@@ -162,12 +172,24 @@ void ProxyService::Impl::carryOut(const device::ProxyTrigger& trigger) {
     }
   }
   Connection& connection = semaphore->connection();
+  const uint64_t position = fifo.tail();
+  const int peer = connection.remoteRank();
   if (trigger.flags() & device::kTriggerData) {
+    activity->enter(ProxyActivity::Step::kWrite, position, peer);
     connection.write(*dst, trigger.dstOffset, *src, trigger.srcOffset, trigger.bytes);
   }
-  if (trigger.flags() & device::kTriggerSignal) semaphore->signal();
-  if (trigger.flags() & device::kTriggerFlush) connection.flush(flushTimeoutMs);
-  if (trigger.flags() == 0) connection.finishReads(flushTimeoutMs);
+  if (trigger.flags() & device::kTriggerSignal) {
+    activity->enter(ProxyActivity::Step::kSignal, position, peer);
+    semaphore->signal();
+  }
+  if (trigger.flags() & device::kTriggerFlush) {
+    activity->enter(ProxyActivity::Step::kFlush, position, peer);
+    connection.flush(flushTimeoutMs);
+  }
+  if (trigger.flags() == 0) {
+    activity->enter(ProxyActivity::Step::kFinishReads, position, peer);
+    connection.finishReads(flushTimeoutMs);
+  }
 }
 
 ProxyService::ProxyService(Communicator& communicator, uint64_t fifoSize)
@@ -222,6 +244,7 @@ device::PortChannelHandle ProxyService::portChannel(uint32_t semaphore, uint32_t
   const int peer = host.connection().remoteRank();
   device::PortChannelHandle handle;
   const Communicator& labels = user != nullptr ? *user : impl_->communicator;
+  labels.deviceDiagnostics().watchProxy(impl_->activity);
   handle.fifo = impl_->fifo.deviceHandle(labels.deviceDiagnostics().waitContext(channel, peer));
   handle.semaphore = host.deviceHandle();
   handle.semaphore.waitContext.channel = channel;

@@ -18,6 +18,7 @@
 #include "loom/error.hpp"
 #include "loom/fifo.hpp"
 #include "loom/memory_channel.hpp"
+#include "loom/proxy_activity.hpp"
 #include "loom/proxy_service.hpp"
 #include "loom/semaphore.hpp"
 
@@ -263,7 +264,9 @@ TEST(VectorisedCopy, EveryAlignmentOfEitherEndCopiesExactly) {
                        ", " + std::to_string(bytes) + " bytes, " + std::to_string(threads) + " threads");
           ASSERT_EQ(std::memcmp(dst, src, bytes), 0);
           for (size_t i = 0; i < sizeof(target); ++i) {
-            if (target + i < dst || target + i >= dst + bytes) ASSERT_EQ(target[i], 0xa5) << "byte " << i;
+            if (target + i < dst || target + i >= dst + bytes) {
+              ASSERT_EQ(target[i], 0xa5) << "byte " << i;
+            }
           }
         }
       }
@@ -380,6 +383,68 @@ TEST(PortChannelOnHost, AFailedTriggerIsLoggedKeptAndThrownByCheck) {
     EXPECT_THROW(proxy.portChannel(7, 0, 0), Error);
     comm.bootstrap().barrier();
   }));
+}
+
+// A port-channel wait that runs out says what the proxy was doing: not running, or looking for a
+// trigger it never saw (the diagnostics of the communicator whose channel it is watch the proxy).
+TEST(PortChannelOnHost, AFlushThatRunsOutSaysWhatTheProxyWasDoing) {
+  expectAllOk(runCommunicators(2, [](Communicator& comm) {
+    const int peer = 1 - comm.rank();
+    std::vector<uint8_t> buffer(4096);
+    RegisteredMemory local = comm.registerMemory(buffer.data(), buffer.size(), Transport::kTcp);
+    comm.sendMemory(local, peer, 5);
+    RegisteredMemory remote = comm.recvMemory(peer, 5);
+    auto semaphore = std::make_shared<HostSemaphore>(comm, comm.connect(peer, Transport::kTcp, 5), 5);
+    ProxyService proxy(comm);
+    device::PortChannelHandle handle =
+        proxy.portChannel(proxy.addSemaphore(semaphore), proxy.addMemory(remote), proxy.addMemory(local), 2);
+    handle.fifo.waitContext.timeoutNs = 50 * 1000000;
+    if (comm.rank() == 0) {
+      // Nothing was pushed, so no proxy finishes position 0.
+      EXPECT_THROW(handle.fifo.sync(0, 6), std::runtime_error);
+      std::string report = comm.deviceDiagnostics().report().value_or("");
+      // (The report names the communicator's timeout, not the 50 ms this handle was given.)
+      EXPECT_NE(report.find("rank 0, op 6: port channel flush on channel 2 (peer 1) timed out after "),
+                std::string::npos)
+          << report;
+      EXPECT_NE(report.find(" ms: the proxy did not finish the trigger (needed tail 1, saw 0); the proxy thread is "
+                            "not running"),
+                std::string::npos)
+          << report;
+      comm.deviceDiagnostics().clear();
+      proxy.start();
+      EXPECT_THROW(handle.fifo.sync(0, 7), std::runtime_error);
+      report = comm.deviceDiagnostics().report().value_or("");
+      EXPECT_NE(report.find("op 7: port channel flush"), std::string::npos) << report;
+      EXPECT_NE(report.find("; the proxy thread has looked for the trigger at position 0 for 0.0"), std::string::npos)
+          << report;
+      EXPECT_NE(report.find("without seeing it"), std::string::npos) << report;
+    }
+    comm.bootstrap().barrier();
+  }));
+}
+
+TEST(ProxyActivity, SaysWhichStepOfWhichTriggerAndForHowLong) {
+  ProxyActivity activity;
+  EXPECT_EQ(activity.describe(), "the proxy thread is not running (never started, or stopped)");
+  activity.enter(ProxyActivity::Step::kSignal, 4, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const std::string text = activity.describe();
+  EXPECT_EQ(
+      text.rfind("the proxy thread has been inside the signal of the trigger at position 4 (to rank 0) for 0.", 0), 0u)
+      << text;
+  EXPECT_NE(text.find(" s: a call that has not returned"), std::string::npos) << text;
+  const double seconds = std::stod(text.substr(text.find(" for ") + 5));
+  EXPECT_GE(seconds, 0.025) << text;
+  EXPECT_LT(seconds, 5.0) << text;
+  activity.enter(ProxyActivity::Step::kFinishReads, 9);
+  EXPECT_EQ(activity.describe().rfind("the proxy thread has been inside the wait for its reads of the trigger at "
+                                      "position 9 for ",
+                                      0),
+            0u)
+      << activity.describe();
+  activity.stopped();
+  EXPECT_NE(activity.describe().find("not running"), std::string::npos);
 }
 
 // A removed memory or semaphore is let go once the triggers queued before are carried out (a peer's

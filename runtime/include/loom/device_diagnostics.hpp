@@ -17,8 +17,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "loom/device/diagnostics.hpp"
+#include "loom/proxy_activity.hpp"
 
 namespace loom {
 
@@ -55,6 +57,10 @@ class DeviceDiagnostics {
   // The peers noted gone because a link to them failed, with why ("rank 1 is unreachable (...)"; several
   // joined by "; "), for an asynchronous error while no wait has ended on them yet.
   std::optional<std::string> failedLinks() const;
+  // A proxy whose port channels this communicator's programs use: a report of a port-channel wait that
+  // ran out (FIFO full, flush) says what the proxy was doing. Held weakly (a proxy may go first); adding
+  // one twice keeps one.
+  void watchProxy(const std::shared_ptr<const ProxyActivity>& activity);
 
  private:
   struct Storage;
@@ -63,6 +69,7 @@ class DeviceDiagnostics {
   int64_t timeoutMs_;
   mutable std::mutex causesMutex_;
   std::map<int, std::string> causes_;  // rank -> why it was noted gone, where it was not its process
+  std::vector<std::weak_ptr<const ProxyActivity>> proxies_;  // guarded by causesMutex_
 };
 
 // The text of a record. `peerGoneCause`: how the host learnt that a kPeerGone record's peer is gone,
