@@ -33,11 +33,16 @@ def port_plan(world_size: int):
     return loom.Plan.parse(compile_algorithm("alltoall_port", world_size, min_message_size=0))
 
 
-def run_all_to_all(communicator, plan, data: list, me: int) -> torch.Tensor:
-    """The port plan on a stream of its own, never the legacy default stream: its proxy moves data with CUDA
+def run_all_to_all(communicator, plan, data: list, me: int, on_default_stream: bool = False) -> torch.Tensor:
+    """The port plan on a stream of its own, not the legacy default stream: its proxy moves data with CUDA
     calls while the kernel waits, and work the host queues on the default stream behind that kernel (this
     check's own copy of the result) can hold the proxy's copies back until the device timeout (a 2 x H200 run
-    of 2026-11-29 hung so once in turn 1; docs/executor.md, "Port channels and the default stream")."""
+    of 2026-11-29 hung so once in turn 1; docs/executor.md, limits). `on_default_stream` runs it there, to
+    reproduce that."""
+    if on_default_stream:
+        out = torch.empty_like(data[0], device="cuda")
+        communicator.executor.execute(plan, data[me].cuda(), out)
+        return out
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -48,7 +53,12 @@ def run_all_to_all(communicator, plan, data: list, me: int) -> torch.Tensor:
 
 
 def check_rank(
-    bootstrap, colors: list[int], sizes: list[int], port_plans: bool = False, one_group_at_a_time: bool = False
+    bootstrap,
+    colors: list[int],
+    sizes: list[int],
+    port_plans: bool = False,
+    one_group_at_a_time: bool = False,
+    port_on_default_stream: bool = False,
 ) -> int:
     comm = loom.Communicator(bootstrap)
     rank, world = comm.rank, comm.world_size
@@ -131,7 +141,7 @@ def check_rank(
                 n = len(order)
                 mine = order.index(rank)
                 data = [torch.randn(count, generator=torch.Generator().manual_seed(700 + 10 * turn + r)) for r in order]
-                out = run_all_to_all(communicator, plans[n], data, mine)
+                out = run_all_to_all(communicator, plans[n], data, mine, port_on_default_stream)
                 piece = count // n
                 expected = torch.cat([x[mine * piece : (mine + 1) * piece] for x in data]).double()
                 check(f"{who}'s port all_to_all, turn {turn}", out, expected)
@@ -148,7 +158,7 @@ def check_rank(
     group.abort()
     if port_plans:
         data = [torch.randn(sizes[0] * world, generator=torch.Generator().manual_seed(990 + r)) for r in range(world)]
-        out = run_all_to_all(comm, plans[world], data, rank)
+        out = run_all_to_all(comm, plans[world], data, rank, port_on_default_stream)
         piece = sizes[0]
         check(
             "the parent's port all_to_all after the group's abort",
@@ -170,12 +180,24 @@ if __name__ == "__main__":
         help="elements per rank of each call, comma-separated (default: %(default)s)",
     )
     parser.add_argument("--port-plans", action="store_true", help="also port-channel all-to-alls on a shared proxy")
+    parser.add_argument(
+        "--port-default-stream",
+        action="store_true",
+        help="run the port all-to-alls on the legacy default stream (reproduces the hang docs/executor.md names)",
+    )
     arguments = parser.parse_args()
     colors = [int(text) for text in arguments.colors.split(",")]
     sizes = [int(text) for text in arguments.sizes.split(",")]
     sys.exit(
         ranks.run(
             arguments,
-            lambda bootstrap: check_rank(bootstrap, colors, sizes, arguments.port_plans, bool(arguments.share_gpu)),
+            lambda bootstrap: check_rank(
+                bootstrap,
+                colors,
+                sizes,
+                arguments.port_plans,
+                bool(arguments.share_gpu),
+                arguments.port_default_stream,
+            ),
         )
     )
