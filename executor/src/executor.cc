@@ -19,6 +19,7 @@
 #include "buffer_layout.hpp"
 #include "call_agreement.hpp"
 #include "call_context.hpp"
+#include "counted_scratch.hpp"
 #include "gpu_sharing.hpp"
 #include "loom/error.hpp"
 #include "loom/plan_registry.hpp"
@@ -346,14 +347,14 @@ struct Executor::Impl {
     PlanResources& resources = *cached.resources;
     // Every rank grows its scratch at the same calls (to the largest any rank needs), so every rank
     // drops the contexts that refer to the old one at the same time. A counted plan's scratch holds its
-    // mailboxes, one per channel.
+    // mailboxes and, in "ll" plans, its packet regions (counted_scratch.hpp).
     const BufferLayout layout(resources.plan(), messageBytes);
     uint64_t scratchNeeded = 1;  // every rank registers and sends a scratch, used or not
     for (const GpuProgram& gpu : resources.plan().gpus) {
       scratchNeeded = std::max(scratchNeeded, layout.scratchBytes(gpu.scratchChunks));
-      if (plan.collective == Collective::kAllToAllV) {
-        scratchNeeded = std::max(scratchNeeded, device::kMailboxBytes * gpu.channels.size());
-      }
+    }
+    if (plan.collective == Collective::kAllToAllV) {
+      scratchNeeded = std::max(scratchNeeded, countedScratch(resources.plan()).bytes());
     }
     quiesce(stream, "a new call context is set up (scratch may grow)", [&] {
       if (resources.reserveScratch(scratchNeeded)) {

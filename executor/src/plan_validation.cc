@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "counted_scratch.hpp"
 #include "json_path.hpp"
 #include "loom/error.hpp"
 #include "op_spec.hpp"
@@ -65,6 +66,13 @@ class Validator {
       fail(root.field("inplace"),
            "an \"alltoallv\" plan runs out of place only (an input entry may overlap an "
            "output entry in place)");
+    }
+    if (plan_.collective == Collective::kAllToAllV && plan_.protocol == Protocol::kLL &&
+        plan_.maxMessageBytes > kMaxPacketEntryBytes) {
+      // Each scratch slot holds a whole entry's packets (twice its bytes) in each of two halves.
+      fail(root.field("max_message_bytes"), "an \"ll\" alltoallv plan holds entries of up to " +
+                                                std::to_string(kMaxPacketEntryBytes) + " bytes in its scratch, got " +
+                                                std::to_string(plan_.maxMessageBytes));
     }
 
     const JsonPath gpusPath = root.field("gpus");
@@ -242,7 +250,7 @@ class Validator {
                                     std::to_string(uint64_t{ref.index} + ref.count - 1) + " run past the end of " +
                                     where());
     }
-    if (plan_.collective == Collective::kAllToAllV) checkCallSizedRef(ref, isSource, path);
+    if (plan_.collective == Collective::kAllToAllV) checkCallSizedRef(ref, spec, isSource, path);
     // Chunks move one for one: every chunk range of an op spans the same number of chunks.
     if (ref.count != opCount) {
       fail(path.field("count"), std::to_string(ref.count) + " differs from the op's other chunk ranges (" +
@@ -251,10 +259,19 @@ class Validator {
   }
 
   // In an alltoallv plan every byte range is an entry of the call's table: this rank's own input and output
-  // entries, and a peer's output entry (which the peer publishes). Nothing else has a size to cut.
-  void checkCallSizedRef(const ChunkRef& ref, bool isSource, const JsonPath& path) const {
+  // entries, and a peer's output entry (which the peer publishes). Nothing else has a size to cut, but the
+  // packet regions of an "ll" plan: a put_packet into a peer's scratch slot, an unpack_packet out of this
+  // rank's (each slot holds one entry of up to max_message_bytes, led by its count).
+  void checkCallSizedRef(const ChunkRef& ref, const OpSpec& spec, bool isSource, const JsonPath& path) const {
+    const bool packetRegion = plan_.protocol == Protocol::kLL && ref.buffer == BufferType::kScratch &&
+                              ((spec.type == OpType::kPutPacket && !isSource && ref.isRemote()) ||
+                               (spec.type == OpType::kUnpackPacket && isSource && !ref.isRemote()));
+    if (packetRegion) return;
     if (ref.buffer == BufferType::kScratch) {
-      fail(path.field("buffer"), "an \"alltoallv\" plan has no scratch chunks: its entries are sized per call");
+      fail(path.field("buffer"),
+           "an \"alltoallv\" plan has no scratch chunks: its entries are sized per call "
+           "(but for an \"ll\" plan's put_packet into a peer's scratch and unpack_packet "
+           "out of its own)");
     }
     if (ref.isRemote() && (isSource || ref.buffer != BufferType::kOutput)) {
       fail(path,
@@ -269,10 +286,12 @@ class Validator {
     if (op.publish && plan_.collective != Collective::kAllToAllV) {
       fail(path.field("publish"), "publish is for \"alltoallv\" plans, whose outputs are sized per call");
     }
-    if (plan_.collective == Collective::kAllToAllV && (spec.packet || spec.reduction || op.type == OpType::kPipeline)) {
+    const bool entryPackets = op.type == OpType::kPutPacket || op.type == OpType::kUnpackPacket;
+    if (plan_.collective == Collective::kAllToAllV &&
+        ((spec.packet && !entryPackets) || spec.reduction || op.type == OpType::kPipeline)) {
       fail(path.field("op"), quotedName(spec.name) +
                                  " is not an op of an \"alltoallv\" plan (it moves whole call-"
-                                 "sized entries: copy, put and synchronisation)");
+                                 "sized entries: copy, put, put_packet, unpack_packet and synchronisation)");
     }
     if (spec.packet && plan_.protocol != Protocol::kLL) {
       fail(path.field("op"), quotedName(spec.name) + " needs the \"ll\" protocol, but this plan's protocol is " +

@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "counted_scratch.hpp"
 #include "loom/error.hpp"
 #include "op_spec.hpp"
 
@@ -30,7 +31,7 @@ class Resolver {
   ResolvedProgram run() {
     out_.inputBytes = layout_.inputBytes();
     out_.outputBytes = layout_.outputBytes();
-    out_.scratchBytes = layout_.scratchBytes(gpu_.scratchChunks);
+    out_.scratchBytes = counted() ? countedScratch(plan_).bytes() : layout_.scratchBytes(gpu_.scratchChunks);
     for (size_t i = 0; i < gpu_.channels.size(); ++i) channelIndex_[gpu_.channels[i].id] = uint16_t(i);
     if (counted()) mailboxOfPeer_ = pairedChannelIndices();
     for (size_t i = 0; i < gpu_.semaphores.size(); ++i) {
@@ -410,9 +411,67 @@ class Resolver {
     return r;
   }
 
+  // A packet region of a counted "ll" plan's scratch (counted_scratch.hpp): a scratch slot of this rank, or
+  // of the peer behind a memory channel. `peerChannel`, this rank's channel to the peer, names the peer in
+  // the receiver's reports.
+  Range packetRegion(const ChunkRef& ref, uint32_t peerChannel) const {
+    const CountedScratch scratch = countedScratch(plan_);
+    if (ref.count != 1 || ref.index >= scratch.regions) {
+      fail("a packet region is one scratch chunk of the " + std::to_string(scratch.regions) + " (got chunks " +
+           std::to_string(ref.index) + " + " + std::to_string(ref.count) + ")");
+    }
+    Range r;
+    r.operand.buffer = uint8_t(BufferType::kScratch);
+    r.operand.channel = ref.isRemote() ? channelIndex_.at(ref.channel) : device::kLocalOperand;
+    r.operand.packet = 1;
+    r.operand.offset = scratch.regionOffset(ref.index);
+    r.operand.oddOffset = scratch.oddOffset();
+    r.operand.entry = uint16_t(peerChannel);
+    return r;
+  }
+
+  // A whole entry of this rank's `buffer` (packets move entries whole: their count packet says how much).
+  Range wholeEntry(const ChunkRef& ref, BufferType buffer, const char* what) const {
+    if (ref.isRemote() || ref.buffer != buffer || ref.count != layout_.shape(buffer).chunksPerSlot ||
+        ref.index % layout_.shape(buffer).chunksPerSlot != 0) {
+      fail(std::string("a counted plan's ") + what + " takes a whole entry of this rank's " +
+           std::string(bufferName(buffer)));
+    }
+    return entryRange(ref);
+  }
+
+  // put_packet and unpack_packet of a counted "ll" plan (entry_packets.hpp); the op's bytes are the capacity.
+  void emitEntryPackets(const Op& op) {
+    if (op.type == OpType::kPutPacket) {
+      if (!op.src || op.dsts.empty()) fail("a counted plan's put_packet needs a source and destinations");
+      const Range from = wholeEntry(*op.src, BufferType::kInput, "put_packet");
+      for (const ChunkRef& dst : op.dsts) {
+        if (!dst.isRemote() || channel(dst.channel).type != ChannelType::kMemory) {
+          fail("a counted plan puts packets into a peer's scratch over a memory channel");
+        }
+        push(OpCode::kEntryPutPackets, 0, {from}, {packetRegion(dst, channelIndex_.at(dst.channel))},
+             plan_.maxMessageBytes);
+      }
+      return;
+    }
+    if (!op.src || !op.dst || op.src->isRemote()) {
+      fail("a counted plan's unpack_packet takes this rank's scratch slot into an output entry");
+    }
+    const Range into = wholeEntry(*op.dst, BufferType::kOutput, "unpack_packet");
+    const uint32_t sender = op.dst->index / layout_.shape(BufferType::kOutput).chunksPerSlot;
+    const auto to = std::find_if(gpu_.channels.begin(), gpu_.channels.end(),
+                                 [&](const Channel& c) { return c.peer == sender && c.type == ChannelType::kMemory; });
+    if (to == gpu_.channels.end()) {
+      fail("it unpacks rank " + std::to_string(sender) + "'s packets, but has no memory channel to that rank");
+    }
+    push(OpCode::kEntryUnpackPackets, 0, {packetRegion(*op.src, uint32_t(to - gpu_.channels.begin()))}, {into},
+         plan_.maxMessageBytes);
+  }
+
   // A data op of a counted plan: one kEntryCopy per source and destination pair (the decoder has refused
   // every other kind of op in such plans).
   void emitEntryCopies(const Op& op) {
+    if (op.type == OpType::kPutPacket || op.type == OpType::kUnpackPacket) return emitEntryPackets(op);
     std::vector<std::pair<const ChunkRef*, const ChunkRef*>> pairs;
     if (op.src && op.dst) pairs.emplace_back(&*op.src, &*op.dst);
     if (op.src) {

@@ -59,6 +59,12 @@ std::string describeEntryFault(const device::DiagnosticRecord& r, std::string te
     if (r.channel >= 0) text += " (channel " + std::to_string(r.channel) + ")";
     return text + "; a send and its receive must have the same size";
   }
+  if (device::WaitKind(r.kind) == device::WaitKind::kEntrySentMismatch) {
+    text += "a receive entry of " + std::to_string(r.expected) + " bytes meets a send of " + std::to_string(r.seen) +
+            " bytes from rank " + std::to_string(r.peer);
+    if (r.channel >= 0) text += " (channel " + std::to_string(r.channel) + ")";
+    return text + "; a send and its receive must have the same size";
+  }
   return text + "an entry ends at byte " + std::to_string(r.seen) + ", past the end of its " +
          std::to_string(r.expected) + "-byte buffer";
 }
@@ -91,6 +97,7 @@ std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs, const
                  std::to_string(r.seen) + ")";
       break;
     case WaitKind::kEntryMismatch:
+    case WaitKind::kEntrySentMismatch:
     case WaitKind::kEntryOutside:
       return describeEntryFault(r, text);
     case WaitKind::kPeerGone:

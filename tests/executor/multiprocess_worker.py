@@ -464,6 +464,32 @@ def all_to_all_v_calls(comm: object, first_seed: int) -> None:
         assert np.array_equal(output, expected_output(seed, rank, counts)), seed
 
 
+def alltoallv_packet() -> None:
+    """All-to-all-v in LL packets (the alltoallv_packet plan, run directly): each rank's packets land in its
+    peers' scratch, which is shared memory across the processes, over five calls (both halves reused)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from alltoallv_cases import COLUMNS, expected_output, random_counts, rank_input
+    from loom.compiler.driver import compile_algorithm
+
+    comm = loom.Communicator(host_only=True)
+    rank, world = comm.rank, comm.world_size
+    plan = loom.Plan.parse(compile_algorithm("alltoallv_packet", world))
+    row = COLUMNS * 4
+    for seed in range(800, 805):
+        counts = random_counts(seed, world)
+        source = rank_input(seed, rank, counts)
+        output = np.zeros((int(counts[:, rank].sum()), COLUMNS), np.float32)
+
+        def entries(rows: np.ndarray) -> list[tuple[int, int]]:
+            return [(int(start) * row, int(n) * row) for start, n in zip(np.cumsum(rows) - rows, rows, strict=True)]
+
+        comm.executor.execute_counted(
+            plan, source, output, sends=entries(counts[rank]), receives=entries(counts[:, rank])
+        )
+        assert np.array_equal(output, expected_output(seed, rank, counts)), seed
+    report(rank=rank, ok=True, checked=5)
+
+
 def two_hosts() -> None:
     """Ranks on two hosts (LOOM_TEST_HOST_ID, the first half on one, the rest on the other): all-to-all-v
     with random splits over the two-node plan (port channels across the hosts), then send/recv around the
@@ -508,6 +534,8 @@ def main() -> None:
         jit_overlapping_groups()
     elif mode == "alltoallv":
         alltoallv()
+    elif mode == "alltoallv_packet":
+        alltoallv_packet()
     elif mode == "two_hosts":
         two_hosts()
     else:

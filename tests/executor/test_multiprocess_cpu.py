@@ -66,3 +66,13 @@ def test_all_to_all_v_across_processes(nproc, tmp_path):
     found = results(run.stdout)
     assert sorted(found) == list(range(nproc)), run.stdout[-4000:]
     assert all(records[0]["checked"] == 3 for records in found.values())
+
+
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_all_to_all_v_in_packets_across_processes(nproc, tmp_path):
+    # The eager packet plan: no handshake, the packets' flags alone tell the receivers their data is there.
+    run = launch(nproc, "alltoallv_packet", env={"LOOM_CACHE_DIR": str(tmp_path)}, limit_s=90)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    found = results(run.stdout)
+    assert sorted(found) == list(range(nproc)), run.stdout[-4000:]
+    assert all(records[0]["checked"] == 5 for records in found.values())

@@ -371,6 +371,15 @@ COUNTED_ALGORITHMS: dict[str, Algorithm] = {
             "every rank publishes its receive entries, then puts its send entry to p into p's output by p's entry",
             multi_node=MULTI_NODE_SHAPES,
         ),
+        Algorithm(
+            "alltoallv_packet",
+            "alltoallv_packet",
+            "alltoallv",
+            "ll",
+            "every rank sends its entry to p as LL packets into its region of p's scratch, in one crossing with no"
+            " handshake; p unpacks it into its receive entry",
+            max_message_bytes=64 * KiB,
+        ),
     )
 }
 

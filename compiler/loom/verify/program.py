@@ -29,6 +29,15 @@ from loom.ir.effects import DATA_OPS, PAIRED_SENDS, REF_FIELDS, longest_range, r
 from loom.ir.shapes import buffer_slots, inplace_alias
 from loom.verify.report import Finding, FindingLog, finding_at, loc_text, op_text
 
+# The packet ops of an ll alltoallv plan (docs/plan-format.md, "Call-sized slots"): a send entry goes whole as
+# packets into a region of the receiver's scratch, and the receiver unpacks the region whole into its receive
+# entry. Per op: the field that names the entry, the entry's buffer, and the field that names the region.
+ENTRY_PACKETS = {"put_packet": ("src", "input", "dsts"), "unpack_packet": ("dst", "output", "src")}
+_ENTRY_PACKETS_RULE = (
+    "an entry moves as packets only whole, by put_packet into a region of the peer's scratch and unpack_packet"
+    " out of this rank's region into its receive entry"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Ref:
@@ -251,11 +260,19 @@ class Program:
     def _counted_refs(self, rank: int, op: dict) -> tuple[str, list[int]]:
         """In an alltoallv plan every byte range comes from the call's table: a rank's own input and
         output entries, and a peer's output entry from this rank, which the peer published into this
-        rank's mailbox of the channel. What the op cannot name that way, or the channels whose mailbox it reads."""
+        rank's mailbox of the channel; an ``ll`` plan adds its packet regions (``_entry_packets``). What
+        the op cannot name that way, or the channels whose mailbox it reads."""
+        name = op["op"]
+        if self.ll and name in ENTRY_PACKETS:
+            return self._entry_packets(rank, op), []
+        if self.ll and name.endswith("_packet"):
+            return f"{name} is not an op of an alltoallv plan: {_ENTRY_PACKETS_RULE}", []
         channels = []
         for field_ in REF_FIELDS:
             for data in refs_of(op, field_):
                 if data["buffer"] == "scratch":
+                    if self.ll:
+                        return f"an ll alltoallv plan has scratch for packet regions only: {_ENTRY_PACKETS_RULE}", []
                     return "an alltoallv plan has no scratch: its entries are sized per call", []
                 if "channel" not in data:
                     continue
@@ -268,6 +285,35 @@ class Program:
                     )
                 channels.append(data["channel"])
         return "", sorted(set(channels))
+
+    def _entry_packets(self, rank: int, op: dict) -> str:
+        """What is wrong with a packet op of an ll alltoallv plan, or "". A packet region (one scratch chunk)
+        holds one whole entry, led by the count packet the executor writes, so that the run on symbolic
+        entries holds for every count. A zero-byte entry still sends its count packet, which the receiver
+        polls: both directions of every pair run in every call, which the reuse of the LL halves rests on."""
+        from loom.assembly.disasm import format_chunk  # only to word the finding
+
+        name = op["op"]
+        entry_field, buffer, region_field = ENTRY_PACKETS[name]
+        k = max(1, self.chunks(rank, buffer) // self.n)
+        side = "send" if buffer == "input" else "receive"
+        for entry in refs_of(op, entry_field):
+            whole = entry["index"] % k == 0 and entry.get("count", 1) == k
+            if "channel" in entry or entry["buffer"] != buffer or not whole:
+                return (
+                    f"{name} moves one whole {side} entry as packets (their count packet says how many bytes), so"
+                    f" its {entry_field} must be a whole slot of this rank's {buffer} ({k} chunk(s) from a multiple"
+                    f" of {k}), not {format_chunk(entry)}"
+                )
+        remote = name == "put_packet"
+        for region in refs_of(op, region_field):
+            if region["buffer"] != "scratch" or ("channel" in region) != remote or region.get("count", 1) != 1:
+                where = "the receiving peer's scratch, through a channel" if remote else "this rank's own scratch"
+                return (
+                    f"{name} {'into' if remote else 'out of'} a packet region: its {region_field} must be one chunk"
+                    f" of {where}, not {format_chunk(region)}"
+                )
+        return ""
 
     def _resolve(self, rank: int, data: dict, part: Callable[[int], tuple[int, int]]) -> list[Ref] | str:
         """The sub-chunk ranges ``data`` names (one per switch group member), or what is wrong."""

@@ -208,3 +208,167 @@ def test_a_put_across_nodes_without_the_peers_entry_is_caught():
     plan = json.loads(compile_algorithm(NAME, 2, 1, verify=False))
     del _ops(plan, 0, 0)[0]["publish"]
     assert verify(plan, calls=2), "a put through a port channel must read the entry the peer published"
+
+
+# The eager packet family (alltoallv_packet): every entry goes as LL packets into a region of the receiver's
+# scratch and is unpacked from there; no mailbox, no signal, no wait. Rank 0 of 3 sends to rank 1 on tb 0
+# (into rank 1's scratch[0]) and unpacks rank 1's packets from its own scratch[0] into output[1]; tb 1 does the
+# same with rank 2 (scratch[1], output[2]).
+PACKET = "alltoallv_packet"
+
+
+@functools.cache
+def _packet_text(world_size: int) -> str:
+    return compile_algorithm(PACKET, world_size, verify=False)
+
+
+def _packet_plan(world_size: int = 3) -> dict:
+    return json.loads(_packet_text(world_size))
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4, 8])
+def test_the_packet_family_is_proven_for_symbolic_counts(world_size):
+    """Three calls: the third reuses the LL half of the first, which is safe only if every rank's call ends after
+    its peers have read what it wrote there (both directions of every pair run in every call)."""
+    plan = _packet_plan(world_size)
+    check_schema(plan)
+    assert (plan["collective"], plan["protocol"], plan["inplace"]) == ("alltoallv", "ll", False)
+    assert verify(plan, calls=3) == []
+
+
+def test_an_unpack_from_the_wrong_region_is_caught():
+    plan = _packet_plan()
+    _ops(plan, 0, 0)[1]["src"]["index"] = 1  # rank 2's packets into the entry from rank 1
+    findings = verify(plan)
+    assert any(
+        "rank 0 output[1] holds {r2:input[0]}; expected {r1:input[0]}" in m
+        for m in _messages(findings, "postcondition")
+    )
+    # Rank 1's packets are never read, so rank 1 may fill that half again while rank 0 is still in the call.
+    assert any("scratch is reused before its packets were read" in m for m in _messages(findings, "packet"))
+
+
+def test_a_put_into_the_wrong_peers_region_is_caught():
+    plan = _packet_plan()
+    _ops(plan, 0, 0)[0]["dsts"][0]["index"] = 1  # into rank 1's region for rank 2's packets
+    findings = verify(plan)
+    packets = _messages(findings, "packet")
+    assert any(
+        "polls rank 1 scratch[0] (LL half 0) for packets of call 0, but no op writes packets there" in m
+        for m in packets
+    )
+    assert any("writes packets at rank 1 scratch[1]" in m and "rank 2 tb 1 op 0" in m for m in packets), packets
+
+
+def test_a_missing_put_is_caught():
+    plan = _packet_plan()
+    del _ops(plan, 0, 0)[0]  # rank 0 sends rank 1 nothing: rank 1 polls its region for ever
+    findings = verify(plan)
+    assert any("polls rank 1 scratch[0] (LL half 0) for packets of call 0" in m for m in _messages(findings, "packet"))
+    assert _messages(findings, "deadlock")
+
+
+def test_a_missing_unpack_is_caught():
+    plan = _packet_plan()
+    del _ops(plan, 0, 0)[1]
+    findings = verify(plan)
+    assert any("rank 0 output[1] holds nothing" in m for m in _messages(findings, "postcondition"))
+    # Without the unpack rank 0 no longer waits for rank 1, so it can write a half rank 1 has not finished reading.
+    assert any(
+        "writes packets at rank 1 scratch[0] (LL half 0) unordered with a read by rank 1" in m
+        for m in _messages(findings, "packet")
+    )
+
+
+def test_an_unpack_into_the_wrong_entry_is_caught():
+    plan = _packet_plan()
+    _ops(plan, 0, 0)[1]["dst"]["index"] = 2
+    findings = verify(plan)
+    postconditions = _messages(findings, "postcondition")
+    assert any("rank 0 output[1] holds nothing" in m for m in postconditions)
+    assert any("rank 0 output[2] holds {r1:input[0]}; expected {r2:input[0]}" in m for m in postconditions)
+    assert any("writes rank 0 output[2] unordered" in m for m in _messages(findings, "race"))
+
+
+def test_a_put_of_the_wrong_send_entry_is_caught():
+    plan = _packet_plan()
+    _ops(plan, 0, 0)[0]["src"]["index"] = 2  # rank 0's entry for rank 2 sent to rank 1
+    findings = verify(plan)
+    assert any(
+        "rank 1 output[0] holds {r0:input[2]}; expected {r0:input[1]}" in m
+        for m in _messages(findings, "postcondition")
+    )
+
+
+def test_a_one_way_pair_reuses_the_half_too_early():
+    """The LL halves are safe because both directions of a pair run in every call. A pair in which rank 1 sends
+    rank 0 nothing (and rank 0 unpacks nothing from it) lets rank 0 run two calls ahead into the half rank 1
+    may still be reading."""
+    plan = _packet_plan(2)
+    del _ops(plan, 1, 0)[0]
+    del _ops(plan, 0, 0)[1]
+    findings = verify(plan)
+    assert any(
+        "writes packets at rank 1 scratch[0] (LL half 0)" in m and "before its packets were read" in m
+        for m in _messages(findings, "packet")
+    )
+
+
+def test_a_plain_copy_out_of_a_packet_region_is_caught():
+    plan = _packet_plan()
+    _ops(plan, 0, 0)[1]["op"] = "copy"
+    messages = _messages(verify(plan), "bounds")
+    assert any("an ll alltoallv plan has scratch for packet regions only" in m for m in messages), messages
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda ops: ops[0].update(op="read_put_packet"), "read_put_packet is not an op of an alltoallv plan"),
+        (lambda ops: ops[0].update(op="put"), "an ll alltoallv plan has scratch for packet regions only"),
+        (
+            lambda ops: ops[0]["src"].update(buffer="output"),
+            "put_packet moves one whole send entry as packets (their count packet says how many bytes), so its src"
+            " must be a whole slot of this rank's input (1 chunk(s) from a multiple of 1), not output[1]",
+        ),
+        (
+            lambda ops: ops[1]["dst"].update(buffer="input"),
+            "unpack_packet moves one whole receive entry as packets",
+        ),
+        (
+            lambda ops: ops[0]["dsts"][0].update(buffer="output"),
+            "put_packet into a packet region: its dsts must be one chunk of the receiving peer's scratch, through a"
+            " channel, not ch0:output[0]",
+        ),
+        (
+            lambda ops: ops[1]["src"].update(channel=0),
+            "unpack_packet out of a packet region: its src must be one chunk of this rank's own scratch",
+        ),
+    ],
+)
+def test_what_the_packet_family_cannot_name_is_a_bounds_finding(mutate, message):
+    plan = _packet_plan()
+    mutate(_ops(plan, 0, 0))
+    messages = _messages(verify(plan), "bounds")
+    assert any(message in m for m in messages), messages
+
+
+def test_a_packet_region_holds_one_whole_entry():
+    """With two chunks per entry a packet op would move half an entry, but the count packet describes a whole
+    one: the verifier refuses it, whatever else the plan gets right."""
+    plan = _packet_plan(2)
+    for gpu in plan["gpus"]:
+        gpu["input_chunks"] = gpu["output_chunks"] = 4
+        gpu["scratch_chunks"] = 2
+    _ops(plan, 0, 0)[0]["src"]["index"] = 2  # chunk 0 of the entry to rank 1 (input slot 1 is chunks 2 and 3)
+    messages = _messages(verify(plan), "bounds")
+    assert any(
+        "its src must be a whole slot of this rank's input (2 chunk(s) from a multiple of 2)" in m for m in messages
+    )
+
+
+def test_scratch_stays_refused_in_simple_alltoallv_plans():
+    plan = _packet_plan()
+    plan["protocol"] = "simple"
+    messages = _messages(verify(plan), "bounds")
+    assert set(messages) == {"an alltoallv plan has no scratch: its entries are sized per call"}

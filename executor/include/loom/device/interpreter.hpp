@@ -14,6 +14,7 @@
 #include "loom/device/block_state.hpp"
 #include "loom/device/diagnostics.hpp"
 #include "loom/device/entry_copy.hpp"
+#include "loom/device/entry_packets.hpp"
 #include "loom/device/fast_transfer.hpp"
 #include "loom/device/inline_program.hpp"
 #include "loom/device/macros.hpp"
@@ -152,6 +153,12 @@ LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
       break;
     case OpCode::kEntryCopy:
       runEntryCopy(s, op);
+      break;
+    case OpCode::kEntryPutPackets:
+      runEntryPutPackets(s, op);
+      break;
+    case OpCode::kEntryUnpackPackets:
+      runEntryUnpackPackets(s, op);
       break;
     case OpCode::kNop:
       break;

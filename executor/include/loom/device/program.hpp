@@ -15,22 +15,24 @@
 namespace loom::device {
 
 enum class OpCode : uint8_t {
-  kTransfer,      // move or reduce bytes: any mix of local, peer (memory channel) and packet operands
-  kCopy,          // a kTransfer resolution specialised: one plain source, one plain destination
-  kFastTransfer,  // a kTransfer specialised: 1-8 sources (plain, then `packetSources` of packets),
-                  // 1-8 destinations; fast_transfer.hpp
-  kOneShot,       // a packet put of a chunk and the reduction of the peers' packets of that chunk with it,
-                  // fused (fast_transfer.hpp): the last `inputDestinations` destinations get the chunk
-  kPortPut,       // ask the proxy to copy one local range to each port destination (+ signal, + flush)
-  kSignal,        // one channel per operand
-  kWait,          // one channel per operand
-  kFlush,         // one port channel per operand
-  kBarrier,       // `barrier` counter, `participants` thread blocks
-  kSemAcquire,    // one semaphore per operand
-  kSemRelease,    // one semaphore per operand
-  kNop,           // synchronise the block's threads
-  kEntryCopy,     // a copy between parts of two entries of a counted call (entry_copy.hpp): one source, one
-                  // destination, its length the source entry's, which the destination entry must equal
+  kTransfer,            // move or reduce bytes: any mix of local, peer (memory channel) and packet operands
+  kCopy,                // a kTransfer resolution specialised: one plain source, one plain destination
+  kFastTransfer,        // a kTransfer specialised: 1-8 sources (plain, then `packetSources` of packets),
+                        // 1-8 destinations; fast_transfer.hpp
+  kOneShot,             // a packet put of a chunk and the reduction of the peers' packets of that chunk with it,
+                        // fused (fast_transfer.hpp): the last `inputDestinations` destinations get the chunk
+  kPortPut,             // ask the proxy to copy one local range to each port destination (+ signal, + flush)
+  kSignal,              // one channel per operand
+  kWait,                // one channel per operand
+  kFlush,               // one port channel per operand
+  kBarrier,             // `barrier` counter, `participants` thread blocks
+  kSemAcquire,          // one semaphore per operand
+  kSemRelease,          // one semaphore per operand
+  kNop,                 // synchronise the block's threads
+  kEntryCopy,           // a copy between parts of two entries of a counted call (entry_copy.hpp): one source, one
+                        // destination, its length the source entry's, which the destination entry must equal
+  kEntryPutPackets,     // a send entry as LL packets, led by a count packet, into a peer's region (entry_packets.hpp)
+  kEntryUnpackPackets,  // a peer's packets from this rank's region into a receive entry of the count they carry
 };
 
 // A data op with a specialised handler (specialize.cc chose it; fast_transfer.hpp runs it).

@@ -32,6 +32,8 @@ enum class WaitKind : int32_t {
   kPeerGone = 7,
   // Not a timeout: the host asked the communicator's waits to end (abort), so it ended early.
   kAborted = 8,
+  // Not a wait: a receive entry's bytes (expected) differ from the count the sender's packets carry (seen).
+  kEntrySentMismatch = 9,
 };
 
 // Whether a record's kind ends the wait without a fault of the kernel's own: a GPU kernel then returns
@@ -45,7 +47,8 @@ inline constexpr int32_t kMaxDepartedRanks = 256;
 
 // Whether a record's kind is a fault of the call's entries rather than a wait that ran out of time.
 LOOM_HOST_DEVICE constexpr bool entryFault(int32_t kind) {
-  return kind == int32_t(WaitKind::kEntryMismatch) || kind == int32_t(WaitKind::kEntryOutside);
+  return kind == int32_t(WaitKind::kEntryMismatch) || kind == int32_t(WaitKind::kEntryOutside) ||
+         kind == int32_t(WaitKind::kEntrySentMismatch);
 }
 
 struct DiagnosticRecord {
