@@ -151,6 +151,19 @@ def test_all_to_all_v_eagerly_and_in_cuda_graphs_on_one_gpu(world, tmp_path):
     _run([str(GPU_CHECKS / "alltoallv_check.py"), "--share-gpu", str(world)], LOOM_CACHE_DIR=str(tmp_path))
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_all_to_all_v_in_packets_is_clean_under_memcheck(world, tmp_path):
+    # The packet plan writes a count packet and the entry's packets into fixed scratch regions: none may
+    # leave them, and the unpacked bytes none of the receive entry.
+    sanitizer = compute_sanitizer()
+    program = [str(GPU_CHECKS / "alltoallv_check.py"), "--share-gpu", str(world), "--packets-only"]
+    environment = {**os.environ, **ENVIRONMENT, "LOOM_DEVICE_TIMEOUT_MS": "120000", "LOOM_CACHE_DIR": str(tmp_path)}
+    command = [sanitizer, "--tool", "memcheck", "--error-exitcode", "9", sys.executable, *program]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "FAIL" not in output, _failure_report(output)
+
+
 @pytest.mark.parametrize("world", [4, 8])
 def test_calls_in_symmetric_windows_on_one_gpu(world):
     _run([str(GPU_CHECKS / "symmetric_window_check.py"), "--share-gpu", str(world)])

@@ -1,10 +1,11 @@
 """All-to-all-v through loom.Communicator on GPUs with torch tensors (issue 39), against the reference the
 seeded splits and inputs give (a copy: bit for bit): split lists read on the host; split tensors on the
 device; and a CUDA graph captured once with device splits, replayed with new splits and new data each
-time (the kernel reads the entries the graph computes from the split tensors then); and bf16 entries of
+time (the kernel reads the entries the graph computes from the split tensors then); bf16 entries of
 one element per row, which start and end at 2-byte offsets (the device copy's misaligned paths;
-``--offsets-only`` runs just these, for compute-sanitizer). One process per GPU, or N ranks as threads
-sharing GPU 0:
+``--offsets-only`` runs just these, for compute-sanitizer); and the eager packet plan, alltoallv_packet
+(``--packets-only``), eagerly and in a graph replayed with new device-side entries. One process per GPU,
+or N ranks as threads sharing GPU 0:
 
     python -m loom.launch -n 2 tests/executor/gpu/alltoallv_check.py
     python tests/executor/gpu/alltoallv_check.py --share-gpu 8
@@ -29,12 +30,14 @@ MOST_ROWS = 30000  # per pair: up to 360 KB of float32 rows per peer
 CAPACITY = MOST_ROWS * 8  # rows each buffer holds: every rank's largest total, for any world up to 8
 
 
-def check_rank(bootstrap, offsets_only: bool) -> int:
+def check_rank(bootstrap, offsets_only: bool, packets_only: bool = False) -> int:
     comm = loom.Communicator(bootstrap)
     try:
         if offsets_only:
             return check_two_byte_offsets(comm)
-        return check_calls(comm) + check_two_byte_offsets(comm)
+        if packets_only:
+            return check_packets(comm)
+        return check_calls(comm) + check_two_byte_offsets(comm) + check_packets(comm)
     except Exception:
         print(f"[rank {comm.rank}] device report: {comm.native.device_timeout_report()}", flush=True)
         raise
@@ -139,12 +142,61 @@ def check_two_byte_offsets(comm: loom.Communicator) -> int:
     return failures
 
 
+PACKET_ROWS = 2000  # per pair: 24 000 bytes of float32 rows, inside the packet plan's 64 KiB per entry
+
+
+def _entries(counts: np.ndarray) -> list[tuple[int, int]]:
+    row = COLUMNS * 4
+    return [(int(start) * row, int(n) * row) for start, n in zip(np.cumsum(counts) - counts, counts, strict=True)]
+
+
+def check_packets(comm: loom.Communicator) -> int:
+    """The eager packet plan (alltoallv_packet: no handshake, a count packet ahead of each entry's packets):
+    eager calls with host entries, then a CUDA graph whose table lives on the device, replayed with new
+    entries and data each time. More calls than the two halves of the packet regions."""
+    from loom.compiler.driver import compile_algorithm
+
+    world, rank = comm.world_size, comm.rank
+    plan = loom.Plan.parse(compile_algorithm("alltoallv_packet", world))
+    failures = 0
+    source = torch.zeros((PACKET_ROWS * world, COLUMNS), dtype=torch.float32, device="cuda")
+    output = torch.zeros((PACKET_ROWS * world, COLUMNS), dtype=torch.float32, device="cuda")
+    table = torch.zeros((2 * world, 2), dtype=torch.int64, device="cuda")
+
+    def load(seed: int) -> np.ndarray:
+        counts = random_counts(seed, world, PACKET_ROWS)
+        mine = rank_input(seed, rank, counts)
+        source[: len(mine)].copy_(torch.from_numpy(mine))
+        output.fill_(-7.0)
+        return counts
+
+    for seed in range(60, 64):
+        counts = load(seed)
+        comm.executor.execute_counted(
+            plan, source, output, sends=_entries(counts[rank]), receives=_entries(counts[:, rank])
+        )
+        ranks.synchronize()
+        failures += _compare(output, seed, rank, counts, "packet all-to-all-v")
+    graph = torch.cuda.CUDAGraph()
+    with ranks.capture(graph):
+        comm.executor.execute_counted(plan, source, output, entries=table)
+    for seed in range(70, 73):
+        counts = load(seed)
+        table.copy_(torch.tensor(_entries(counts[rank]) + _entries(counts[:, rank]), dtype=torch.int64))
+        graph.replay()
+        ranks.synchronize()
+        failures += _compare(output, seed, rank, counts, "packet all-to-all-v, graph replay")
+    print(f"[rank {rank}] packet all-to-all-v: {7 - failures} of 7 calls right", flush=True)
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ranks.add_arguments(parser)
     parser.add_argument("--offsets-only", action="store_true", help="only the bf16 calls at 2-byte offsets")
+    parser.add_argument("--packets-only", action="store_true", help="only the eager packet plan's calls")
     args = parser.parse_args()
-    return ranks.run(args, lambda bootstrap: check_rank(bootstrap, args.offsets_only))
+    return ranks.run(args, lambda bootstrap: check_rank(bootstrap, args.offsets_only, args.packets_only))
 
 
 if __name__ == "__main__":
