@@ -154,9 +154,11 @@ def test_all_to_all_v_eagerly_and_in_cuda_graphs_on_one_gpu(world, tmp_path):
 @pytest.mark.parametrize("world", [2, 3])
 def test_all_to_all_v_in_packets_is_clean_under_memcheck(world, tmp_path):
     # The packet plan writes a count packet and the entry's packets into fixed scratch regions: none may
-    # leave them, and the unpacked bytes none of the receive entry.
+    # leave them, and the unpacked bytes none of the receive entry. Eager calls only: under the sanitizer the
+    # ranks' graph replays do not run side by side (1 x H200, 2026-11-29: the replay waited for its peer until
+    # the device timeout, after eager calls without an error).
     sanitizer = compute_sanitizer()
-    program = [str(GPU_CHECKS / "alltoallv_check.py"), "--share-gpu", str(world), "--packets-only"]
+    program = [str(GPU_CHECKS / "alltoallv_check.py"), "--share-gpu", str(world), "--packets-only", "--no-graphs"]
     environment = {**os.environ, **ENVIRONMENT, "LOOM_DEVICE_TIMEOUT_MS": "120000", "LOOM_CACHE_DIR": str(tmp_path)}
     command = [sanitizer, "--tool", "memcheck", "--error-exitcode", "9", sys.executable, *program]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, check=False)
