@@ -250,7 +250,7 @@ class Validator {
                                     std::to_string(uint64_t{ref.index} + ref.count - 1) + " run past the end of " +
                                     where());
     }
-    if (plan_.collective == Collective::kAllToAllV) checkCallSizedRef(ref, spec, isSource, path);
+    if (plan_.collective == Collective::kAllToAllV) checkCallSizedRef(gpu, ref, spec, isSource, path);
     // Chunks move one for one: every chunk range of an op spans the same number of chunks.
     if (ref.count != opCount) {
       fail(path.field("count"), std::to_string(ref.count) + " differs from the op's other chunk ranges (" +
@@ -262,11 +262,17 @@ class Validator {
   // entries, and a peer's output entry (which the peer publishes). Nothing else has a size to cut, but the
   // packet regions of an "ll" plan: a put_packet into a peer's scratch slot, an unpack_packet out of this
   // rank's (each slot holds one entry of up to max_message_bytes, led by its count).
-  void checkCallSizedRef(const ChunkRef& ref, const OpSpec& spec, bool isSource, const JsonPath& path) const {
+  void checkCallSizedRef(const GpuProgram& gpu, const ChunkRef& ref, const OpSpec& spec, bool isSource,
+                         const JsonPath& path) const {
     const bool packetRegion = plan_.protocol == Protocol::kLL && ref.buffer == BufferType::kScratch &&
                               ((spec.type == OpType::kPutPacket && !isSource && ref.isRemote()) ||
                                (spec.type == OpType::kUnpackPacket && isSource && !ref.isRemote()));
-    if (packetRegion) return;
+    if (packetRegion) {
+      // The executor writes a region's packets straight into the peer's scratch (entry_packets.hpp): through a
+      // memory channel only.
+      if (ref.isRemote()) channelFor(gpu, ref.channel, channelBit(ChannelType::kMemory), spec, path.field("channel"));
+      return;
+    }
     if (ref.buffer == BufferType::kScratch) {
       fail(path.field("buffer"),
            "an \"alltoallv\" plan has no scratch chunks: its entries are sized per call "

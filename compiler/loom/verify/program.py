@@ -313,6 +313,14 @@ class Program:
                     f"{name} {'into' if remote else 'out of'} a packet region: its {region_field} must be one chunk"
                     f" of {where}, not {format_chunk(region)}"
                 )
+            channel = self.channels.get((rank, region["channel"])) if remote else None
+            if channel is not None and channel["type"] != "memory":
+                # The executor writes the count packet and the entry's packets straight into the peer's
+                # scratch: a port channel's proxy would carry them later than the flags say they are there.
+                return (
+                    f"put_packet into a packet region through {channel['type']} channel {region['channel']}: an ll"
+                    " alltoallv plan reaches a peer's region through a memory channel only"
+                )
         return ""
 
     def _resolve(self, rank: int, data: dict, part: Callable[[int], tuple[int, int]]) -> list[Ref] | str:

@@ -372,3 +372,19 @@ def test_scratch_stays_refused_in_simple_alltoallv_plans():
     plan["protocol"] = "simple"
     messages = _messages(verify(plan), "bounds")
     assert set(messages) == {"an alltoallv plan has no scratch: its entries are sized per call"}
+
+
+def test_a_packet_region_through_a_port_channel_is_refused_by_verifier_and_decoder():
+    """The executor writes a region's packets straight into the peer's scratch: a port channel's proxy would carry
+    them after the flags said they were there. Both the verifier and the C++ decoder refuse it."""
+    plan = _packet_plan(2)
+    for gpu in plan["gpus"]:
+        for channel in gpu["channels"]:
+            channel["type"] = "port"
+    messages = _messages(verify(plan), "bounds")
+    assert any("reaches a peer's region through a memory channel only" in m for m in messages), messages
+    native = pytest.importorskip("loom._native", reason="the native module is not built")
+    with pytest.raises(
+        Exception, match=r"threadblocks\[0\]\.ops\[0\]\.dsts\[0\]\.channel: channel 0 is a port channel"
+    ):
+        native.Plan.parse(json.dumps(plan))
