@@ -32,4 +32,28 @@ def expected_output(seed: int, receiver: int, counts: np.ndarray) -> np.ndarray:
     return np.concatenate(pieces).reshape(-1, COLUMNS)
 
 
-__all__ = ["COLUMNS", "expected_output", "random_counts", "rank_input"]
+def mismatched_calls(plan: object, sent: int, calls: int = 2) -> dict[int, list[Exception]]:
+    """Two ranks as threads (CPU backend) run ``calls`` counted calls of ``plan`` in which rank 0 sends ``sent``
+    bytes to rank 1, which posts a 16-byte receive entry: each rank's errors, in call order."""
+    import loom
+    from loom import _native
+    from loom.errors import LoomError
+    from rank_threads import run_local_ranks
+
+    def body(bootstrap: object) -> list[Exception]:
+        executor = loom.Executor(_native.Communicator(bootstrap, host_only=True))
+        source, output = np.ones(64, np.float32), np.zeros(64, np.float32)
+        sends = [(0, 16), (16, sent if bootstrap.rank == 0 else 16)]
+        receives = [(0, 16), (16, 16)]
+        errors = []
+        for _ in range(calls):  # after the first, a rank out of step refuses at once
+            try:
+                executor.execute_counted(plan, source, output, sends=sends, receives=receives)
+            except LoomError as error:
+                errors.append(error)
+        return errors
+
+    return run_local_ranks(2, body, timeout_ms=20000)
+
+
+__all__ = ["COLUMNS", "expected_output", "mismatched_calls", "random_counts", "rank_input"]

@@ -17,8 +17,8 @@ _native = pytest.importorskip("loom._native", reason="the native module is not b
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loom  # noqa: E402
-from alltoallv_cases import COLUMNS, expected_output, random_counts, rank_input  # noqa: E402
-from loom.errors import InvalidArgumentError, LoomError  # noqa: E402
+from alltoallv_cases import COLUMNS, expected_output, mismatched_calls, random_counts, rank_input  # noqa: E402
+from loom.errors import InvalidArgumentError  # noqa: E402
 from rank_threads import run_local_ranks  # noqa: E402
 
 CALLS = 3
@@ -143,22 +143,7 @@ def test_peers_on_other_nodes_over_port_channels_match_numpy(world, per_node, in
 def test_a_send_larger_than_its_receive_stops_the_call_naming_both_sizes(monkeypatch, per_node):
     monkeypatch.setenv("LOOM_DEVICE_TIMEOUT_MS", "1000")
     plan = _native.Plan.parse(compile_algorithm("alltoallv_fullmesh", 2, per_node, verify=False))
-
-    def body(bootstrap):
-        executor = loom.Executor(_native.Communicator(bootstrap, host_only=True))
-        rank = bootstrap.rank
-        source, output = np.ones(64, np.float32), np.zeros(64, np.float32)
-        sends = [(0, 16), (16, 32 if rank == 0 else 16)]  # rank 0 sends 32 bytes to rank 1, which posts 16
-        receives = [(0, 16), (16, 16)]
-        errors = []
-        for _ in range(2):  # the second call finds the ranks out of step and refuses at once
-            try:
-                executor.execute_counted(plan, source, output, sends=sends, receives=receives)
-            except LoomError as error:
-                errors.append(error)
-        return errors
-
-    results = run_local_ranks(2, body, timeout_ms=20000)
+    results = mismatched_calls(plan, sent=32)  # rank 0 sends 32 bytes to rank 1, which posts 16
     first, second = results[0]
     assert isinstance(first, InvalidArgumentError), first
     text = str(first)

@@ -17,8 +17,8 @@ _native = pytest.importorskip("loom._native", reason="the native module is not b
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loom  # noqa: E402
-from alltoallv_cases import COLUMNS, expected_output, random_counts, rank_input  # noqa: E402
-from loom.errors import InvalidArgumentError, LoomError  # noqa: E402
+from alltoallv_cases import COLUMNS, expected_output, mismatched_calls, random_counts, rank_input  # noqa: E402
+from loom.errors import InvalidArgumentError  # noqa: E402
 from rank_threads import run_local_ranks  # noqa: E402
 
 CALLS = 5  # more than the two halves of the packet regions, so each half is written again
@@ -105,23 +105,7 @@ def test_odd_byte_counts_and_a_table_read_when_the_call_runs():
 
 def test_a_send_whose_size_differs_from_its_receive_is_named_by_the_receiver(monkeypatch):
     monkeypatch.setenv("LOOM_DEVICE_TIMEOUT_MS", "2000")
-    plan = _plan(2)
-
-    def body(bootstrap):
-        executor = loom.Executor(_native.Communicator(bootstrap, host_only=True))
-        rank = bootstrap.rank
-        source, output = np.ones(64, np.float32), np.zeros(64, np.float32)
-        sends = [(0, 16), (16, 48 if rank == 0 else 16)]  # rank 0 sends 48 bytes to rank 1, which posts 16
-        receives = [(0, 16), (16, 16)]
-        errors = []
-        for _ in range(2):  # the second call finds the rank out of step and refuses at once
-            try:
-                executor.execute_counted(plan, source, output, sends=sends, receives=receives)
-            except LoomError as error:
-                errors.append(error)
-        return errors
-
-    results = run_local_ranks(2, body, timeout_ms=20000)
+    results = mismatched_calls(_plan(2), sent=48)
     receiver = results[1]
     assert receiver and isinstance(receiver[0], InvalidArgumentError), receiver
     text = str(receiver[0])
