@@ -6,7 +6,10 @@ One process per GPU, under torchrun:
 Both peers are called through ctypes (bench/nccl_api.py) on the same tensors and streams: ``nccl`` is the
 libnccl.so torch ships, ``loom`` is libloom_nccl.so (``loom nccl-path``; it forwards to that same NCCL what it
 does not run itself, and LOOM_NCCL_STATS says which); ``loom python`` is loom.Communicator, for the
-all-to-all-v (which it runs on Loom's counted plans). Patterns, per size (each rank's bytes):
+all-to-all-v (which it runs on Loom's counted plans); ``loom packets`` is the eager packet plan of two ranks
+(alltoallv_packet: one crossing, no handshake) run straight through the executor, for send and exchange up
+to its 64 KiB capacity (neither the library nor loom.Communicator chooses it yet). Patterns, per size (each
+rank's bytes):
 
 - ``send``: a lone ncclSend from each even rank to the next odd one, which posts the ncclRecv (pipeline
   stages handing activations on);
@@ -82,6 +85,9 @@ class Pattern:
         return torch.zeros(self.output_numel, device="cuda", dtype=self.source.dtype)
 
     def call(self, api: NcclApi, output: torch.Tensor) -> None:
+        if isinstance(api, LoomPackets):
+            api.run(self, output)
+            return
         stream = torch.cuda.current_stream().cuda_stream  # the capture stream while a graph is captured
         numel = self.source.numel()
         if self.name == "alltoallv":
@@ -117,13 +123,47 @@ class LoomPython:
         self.communicator.abort()
 
 
+class LoomPackets:
+    """The eager packet plan of a pair (alltoallv_packet for two ranks, 64 KiB per entry) through the executor:
+    each pair of ranks (0-1, 2-3, ...) is a split of its own, and a send is a counted call whose one entry is
+    the message (the receiver's entry back is empty), an exchange one with an entry each way."""
+
+    patterns = ("send", "exchange")
+    capacity = 1 << 16
+
+    def __init__(self) -> None:
+        import loom
+        from loom.compiler.driver import compile_algorithm
+
+        self.world = loom.Communicator()
+        self.pair = self.world.split(self.world.rank // 2)
+        self.plan = loom.Plan.parse(compile_algorithm("alltoallv_packet", 2, max_message_size=self.capacity))
+
+    def fits(self, pattern: Pattern) -> bool:
+        return self.pair.world_size == 2 and pattern.source.numel() * pattern.source.element_size() <= self.capacity
+
+    def run(self, pattern: Pattern, output: torch.Tensor) -> None:
+        nbytes = pattern.source.numel() * pattern.source.element_size()
+        peer = 1 - self.pair.rank
+        sends, receives = [(0, 0), (0, 0)], [(0, 0), (0, 0)]
+        if pattern.name == "exchange" or pattern.rank % 2 == 0:
+            sends[peer] = (0, nbytes)
+        if pattern.name == "exchange" or pattern.rank % 2 == 1:
+            receives[peer] = (0, nbytes)
+        self.pair.executor.execute_counted(self.plan, pattern.source, output, sends=sends, receives=receives)
+
+    def close(self) -> None:
+        self.pair.abort()
+        self.world.abort()
+
+
 def measure(args: argparse.Namespace, pattern: Pattern, apis: dict[str, NcclApi]) -> list[dict]:
     reference = pattern.output()
     pattern.call(apis["nccl"], reference)
     torch.cuda.synchronize()
     rows = []
     for name, api in apis.items():
-        if pattern.name not in getattr(api, "patterns", PATTERNS):
+        if pattern.name not in getattr(api, "patterns", PATTERNS) or not getattr(api, "fits", bool)(pattern):
             continue
         # As bench/peers.py writes its rows, so that bench/plot_peers.py draws these too (a panel per pattern).
         row = {
@@ -158,6 +198,7 @@ def main() -> None:
         "nccl": NcclApi(torch_nccl(), rank, world, torch_ranks.share_id),
         "loom": NcclApi(loom_lib, rank, world, torch_ranks.share_id),
         "loom python": LoomPython(),
+        "loom packets": LoomPackets(),
     }
     dtype = getattr(torch, args.dtype)
     rng = random.Random(args.seed)
