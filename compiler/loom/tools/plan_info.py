@@ -13,15 +13,31 @@ def _human_bytes(count: int) -> str:
     return f"{count} B"
 
 
+# What the executor allocates (executor/src/buffer_layout.cc, counted_scratch.hpp): chunks are aligned to at
+# least 16 bytes, and a counted plan's mailboxes take 16 bytes per channel.
+MIN_CHUNK_ALIGNMENT = 16
+MAILBOX_BYTES = 16
+
+
 def scratch_bytes(plan: Any, message_bytes: int) -> int:
-    """Scratch one rank needs at a message size: chunks are input-size / input_chunks rounded up to the
-    plan's alignment; LL packets carry half their size in data, so ll scratch is twice as large."""
+    """Scratch one rank needs at a message size, as the executor allocates it. Chunks are input-size /
+    input_chunks rounded up to the alignment; LL packets carry half their size in data and an ll plan keeps
+    two halves (one per call parity), so its scratch is four times its chunks' data. A counted plan
+    (alltoallv) holds its mailboxes, and in an ll one its packet regions: per scratch chunk a count packet and
+    the packets of max_message_bytes, in both halves."""
+    ll = plan.protocol == "ll"
+    if plan.collective == "alltoallv":
+        channels = max(gpu["channels"] for gpu in plan.gpus)  # the count of each rank's channels
+        mailboxes = -(-MAILBOX_BYTES * channels // 16) * 16
+        if not ll:
+            return mailboxes
+        region = 16 + -(-plan.max_message_bytes // 8) * 16
+        return mailboxes + 2 * plan.summary()["max_scratch_chunks"] * region
     input_chunks = plan.gpus[0]["input_chunks"]
-    align = plan.alignment_bytes
+    align = max(plan.alignment_bytes, MIN_CHUNK_ALIGNMENT)
     chunk = -(-message_bytes // input_chunks)
     chunk = -(-chunk // align) * align
-    per_chunk = chunk * (2 if plan.protocol == "ll" else 1)
-    return plan.summary()["max_scratch_chunks"] * per_chunk
+    return plan.summary()["max_scratch_chunks"] * chunk * (4 if ll else 1)
 
 
 def plan_info(plan: Any) -> dict[str, Any]:

@@ -287,5 +287,16 @@ def test_info_counts_every_op_of_the_kitchen_sink() -> None:
     assert info["ops_by_type"] == {name: 4 if name in twice_per_rank else 2 for name in sorted(vocabulary)}
     assert len(vocabulary) == 27
     assert (info["threadblocks"], info["max_threadblocks_per_rank"], info["channels"]) == (4, 2, 6)
-    assert (info["scratch_chunks_per_rank"], info["scratch_bytes_at_max_message"]) == (8, 8 * 2 * (1048576 // 4))
+    # LL: packets take twice the data, in two halves (one per call parity), as the executor allocates it.
+    assert (info["scratch_chunks_per_rank"], info["scratch_bytes_at_max_message"]) == (8, 8 * 4 * (1048576 // 4))
     assert (info["name"], info["protocol"], info["compiler_version"]) == ("kitchen_sink_ll", "ll", "0.1.0")
+
+
+def test_info_counts_an_ll_alltoallv_plans_packet_regions():
+    # Mailboxes (16 bytes per channel) and, per scratch chunk and half, a count packet and 64 KiB in packets.
+    import loom
+    from loom.compiler.driver import compile_algorithm
+    from loom.tools.plan_info import plan_info
+
+    info = plan_info(loom.Plan.parse(compile_algorithm("alltoallv_packet", 3)))
+    assert info["scratch_bytes_at_max_message"] == 2 * 16 + 2 * 2 * (16 + 2 * 65536)
