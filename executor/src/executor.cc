@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -100,6 +101,7 @@ struct Executor::Impl {
   ExecutorStats stats;
   std::unique_ptr<HostBoard> board;  // callBoard()
   bool boardDecided = false;
+  bool warnedDefaultStream = false;           // said once per executor (warnOnDefaultStream)
   std::shared_ptr<void> standInMemory;        // standIn()
   std::unique_ptr<SymmetricWindows> windows;  // registered by registerWindow
 
@@ -378,12 +380,31 @@ struct Executor::Impl {
     return *it->second.first;
   }
 
+  // A plan whose proxy calls CUDA while its kernel waits, launched on the legacy default stream (null, or
+  // cudaStreamLegacy, 0x1): work the program queues there behind the kernel can hold the proxy's copies back
+  // until the device timeout (2 x H200, docs/executor.md, limits). Said once, not refused: the cause is
+  // inferred, and the calls usually go through.
+  void warnOnDefaultStream(const PlanResources& resources, void* stream) {
+    if (warnedDefaultStream || !backend->onGpu() || reinterpret_cast<uintptr_t>(stream) > 1 ||
+        !resources.proxyCallsCuda()) {
+      return;
+    }
+    warnedDefaultStream = true;
+    std::fprintf(stderr,
+                 "loom: warning: rank %d: plan '%s' has port channels over CUDA IPC, whose proxy copies with CUDA "
+                 "calls while the kernel waits, and runs on the legacy default stream: work queued there behind "
+                 "the kernel can hold those copies back until the device timeout; run it on a stream of your own "
+                 "(docs/executor.md, limits)\n",
+                 communicator->rank(), resources.plan().name.c_str());
+  }
+
   // One call once its arguments are checked: the plan's resources, the staged buffers (multi-process
   // CPU backend), the context, the launch (with `table` for a counted call).
   void run(const Plan& plan, const CallShape& shape, CallBuffers buffers, void* stream,
            const device::CallTable* table = nullptr) {
     const ExecutorStats before = stats;
     CachedPlan& cached = planFor(plan, stream);
+    warnOnDefaultStream(*cached.resources, stream);
     if (cached.reduceOp && *cached.reduceOp != shape.op) {
       throw invalid("op: plan '" + plan.name + "' reduces with '" + std::string(reduceOpName(*cached.reduceOp)) +
                     "', the call asks for '" + std::string(reduceOpName(shape.op)) +

@@ -147,6 +147,12 @@ void PlanResources::connectChannels(const std::function<ProxyService&()>& proxy,
   peers_.assign(peers.begin(), peers.end());
 }
 
+bool PlanResources::proxyCallsCuda() const {
+  return std::any_of(channels_.begin(), channels_.end(), [](const ChannelResources& channel) {
+    return channel.type == ChannelType::kPort && channel.transport == Transport::kCudaIpc;
+  });
+}
+
 PlanResources::~PlanResources() {
   if (!proxy_) return;
   std::vector<uint32_t> semaphores;

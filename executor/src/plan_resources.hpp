@@ -48,6 +48,9 @@ class PlanResources {
   const GpuProgram& program() const { return plan_.gpu(uint32_t(communicator_.rank())); }
   const std::vector<ChannelResources>& channels() const { return channels_; }
   bool hasPortChannels() const { return proxy_ != nullptr; }
+  // Whether a port channel runs over CUDA IPC: its proxy then moves data with CUDA calls while the kernel
+  // waits for it (docs/executor.md, limits: such plans belong on a stream other than the legacy default).
+  bool proxyCallsCuda() const;
   ProxyService* proxy() const { return proxy_; }
   // Transports this rank's buffers are registered for (those of its channels).
   TransportFlags transports() const { return transports_; }
