@@ -104,22 +104,10 @@ std::string lastLine(const std::string& text) {
 
 // Rank 0's part: "P" and the plan's text, or why there is none: "E" the compile failed, "S" the library
 // has no algorithm for the shape, "B" none for this size (`loom jit-plan`'s exit statuses 3 and 4).
-std::string compileOnRankZero(const ncclComm& comm, const SelectionRequest& request) {
+std::string runJitPlan(const ncclComm& comm, const std::vector<std::string>& options) {
   const std::string python = pythonInterpreter();
-  std::vector<std::string> argv = {python,
-                                   "-m",
-                                   "loom",
-                                   "jit-plan",
-                                   "--collective",
-                                   std::string(collectiveName(request.collective)),
-                                   "--world-size",
-                                   std::to_string(request.worldSize),
-                                   "--ranks-per-node",
-                                   std::to_string(request.ranksPerNode),
-                                   "--bytes",
-                                   std::to_string(request.messageBytes)};
-  if (request.inplace) argv.push_back("--inplace");
-  if (request.root) argv.insert(argv.end(), {"--root", std::to_string(*request.root)});
+  std::vector<std::string> argv = {python, "-m", "loom", "jit-plan"};
+  argv.insert(argv.end(), options.begin(), options.end());
   // Within the bootstrap's timeout, which the other ranks wait under meanwhile.
   const int64_t timeoutMs = std::max<int64_t>(1000, comm.bootstrap->timeoutMs() - 2000);
   const Finished finished = runProgram(argv, timeoutMs);
@@ -137,6 +125,22 @@ std::string compileOnRankZero(const ncclComm& comm, const SelectionRequest& requ
   text << file.rdbuf();
   if (!file || text.str().empty()) return "E" + python + " -m loom jit-plan printed '" + path + "', not a plan file";
   return "P" + text.str();
+}
+
+std::string compileOnRankZero(const ncclComm& comm, const SelectionRequest& request) {
+  std::vector<std::string> options = {"--collective",     std::string(collectiveName(request.collective)),
+                                      "--world-size",     std::to_string(request.worldSize),
+                                      "--ranks-per-node", std::to_string(request.ranksPerNode),
+                                      "--bytes",          std::to_string(request.messageBytes)};
+  if (request.inplace) options.push_back("--inplace");
+  if (request.root) options.insert(options.end(), {"--root", std::to_string(*request.root)});
+  return runJitPlan(comm, options);
+}
+
+// Rank 0's reply, as every rank of `comm` gets it (collective over the communicator).
+std::string fromRankZero(ncclComm& comm, const std::string& mine) {
+  const auto all = comm.bootstrap->allGather(std::span(reinterpret_cast<const uint8_t*>(mine.data()), mine.size()));
+  return std::string(all[0].begin(), all[0].end());
 }
 
 std::string failureKey(const SelectionRequest& request) {
@@ -168,10 +172,7 @@ bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision) {
       decision.jitAtGroupEnd = true;
       return false;
     }
-    std::string mine;
-    if (comm.rank == 0) mine = compileOnRankZero(comm, request);
-    const auto all = comm.bootstrap->allGather(std::span(reinterpret_cast<const uint8_t*>(mine.data()), mine.size()));
-    const std::string sent(all[0].begin(), all[0].end());
+    const std::string sent = fromRankZero(comm, comm.rank == 0 ? compileOnRankZero(comm, request) : std::string());
     const std::string who = "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize);
     if (!sent.empty() && (sent[0] == 'S' || sent[0] == 'B')) {
       // Not a failure: the library has no algorithm for it (more ranks than it runs, above 1 GiB).
@@ -199,6 +200,29 @@ bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision) {
   decision.route = Route::kLoom;
   decision.reason = Reason::kPlan;
   return true;
+}
+
+std::shared_ptr<const Plan> usePacketPlan(ncclComm& pair, uint64_t capacity) {
+  JitPlans& jit = pair.jit;
+  if (jit.packetPlan || jit.packetFailed) return jit.packetPlan;
+  const std::vector<std::string> options = {
+      "--collective",          "alltoallv", "--world-size", "2", "--ranks-per-node", "2", "--bytes", "0", "--packets",
+      std::to_string(capacity)};
+  const std::string sent = fromRankZero(pair, pair.rank == 0 ? runJitPlan(pair, options) : std::string());
+  const std::string who = "rank " + std::to_string(pair.rank) + "/2";
+  if (sent.empty() || sent[0] != 'P') {
+    jit.packetFailed = true;
+    logLine(LogLevel::kWarn, pair.cudaDevice,
+            who + ": the packet plan for send/recv of up to " + std::to_string(capacity) +
+                " bytes (LOOM_P2P_PACKET_BYTES) could not be compiled; such rounds run the pair's other plan: " +
+                (sent.empty() ? "rank 0 sent nothing" : sent.substr(1)));
+    return nullptr;
+  }
+  jit.packetPlan = std::make_shared<const Plan>(Plan::parse(std::string_view(sent).substr(1), "JIT plan from rank 0"));
+  logLine(LogLevel::kInfo, pair.cudaDevice,
+          who + ": compiled plan '" + jit.packetPlan->name + "' for send/recv of up to " + std::to_string(capacity) +
+              " bytes (LOOM_P2P_PACKET_BYTES)");
+  return jit.packetPlan;
 }
 
 }  // namespace loom::nccl

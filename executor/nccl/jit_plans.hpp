@@ -32,6 +32,9 @@ struct JitPlans {
   };
   std::vector<Kept> plans;
   std::map<std::string, Missing> missing;
+  // A pair's eager packet plan (usePacketPlan), apart from `plans`: only send/recv rounds may pick it.
+  std::shared_ptr<const Plan> packetPlan;
+  bool packetFailed = false;  // its compile failed: said once, not tried again
 };
 
 // For a call whose decision is kNoPlan: the communicator's own JIT plan that fits, else one compiled now
@@ -44,5 +47,10 @@ struct JitPlans {
 // (call.grouped) nothing is compiled: a plan kept from an earlier call serves, else the decision is marked
 // jitAtGroupEnd (and false returned), for ncclGroupEnd to compile it.
 bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision);
+
+// The eager packet plan (alltoallv_packet) of `pair`, a communicator of two ranks of one node, for messages
+// of up to `capacity` bytes: compiled on first use as useJitPlan compiles (collective over the pair: both
+// ends reach it in the same round) and kept on the pair; null when it could not be had (said once).
+std::shared_ptr<const Plan> usePacketPlan(ncclComm& pair, uint64_t capacity);
 
 }  // namespace loom::nccl

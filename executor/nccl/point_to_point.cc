@@ -221,6 +221,14 @@ ncclComm& linkTo(ncclComm& comm, int peer) {
   return *link;
 }
 
+// The eager packet plan for a round of `pair` (two ranks of one node) whose larger message is at most
+// LOOM_P2P_PACKET_BYTES, else null: both ends see the same larger message, so both pick it.
+std::shared_ptr<const Plan> packetPlanFor(ncclComm& pair, const PendingCall& larger) {
+  const uint64_t limit = pair.settings.p2pPacketBytes;
+  if (limit == 0 || pair.worldSize != 2 || pair.ranksPerNode != 2 || bytesOf(larger) > limit) return nullptr;
+  return usePacketPlan(pair, limit);
+}
+
 // The plan of a round over a link, chosen by its larger message (the peer's choice too): a registered
 // all-to-all-v plan of the two ranks (bundled for one node and for two nodes of one rank), else the link's
 // JIT plan (collective over the link); null when there is none, and the round goes to NCCL.
@@ -234,7 +242,8 @@ std::shared_ptr<const Plan> linkPlan(ncclComm& link, const PendingCall& larger, 
   decision.collective = Collective::kAllToAllV;
   decision.dataType = DataType::kFloat32;
   const SelectionRequest request = selectionRequestFor(info, decision.collective, decision.dataType, decision.op);
-  decision.plan = PlanRegistry::global().select(request);
+  decision.plan = packetPlanFor(link, larger);
+  if (!decision.plan) decision.plan = PlanRegistry::global().select(request);
   decision.messageBytes = request.messageBytes;
   if (!decision.plan && link.settings.jit && defaultPlansEnabled()) useJitPlan(link, info, decision);
   if (!decision.plan) return nullptr;
@@ -316,6 +325,10 @@ std::vector<const PendingCall*> runPointToPoint(ncclComm& comm,
   for (const Round& round : rounds(peerSends, peerRecvs)) {
     const PendingCall* larger = &largerOf(round);
     if (const auto original = originals.find(larger); original != originals.end()) larger = original->second;
+    if (const std::shared_ptr<const Plan> packets = packetPlanFor(comm, *larger)) {
+      runRound(comm, round, *packets);
+      continue;
+    }
     for (const auto& [call, decision] : resolved) {
       if (call == larger) runRound(comm, round, *decision.plan);
     }

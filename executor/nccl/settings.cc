@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 
 #include "loom/error.hpp"
@@ -104,6 +105,16 @@ Settings settingsFromEnvironment() {
   }
   settings.library = variable("LOOM_NCCL_LIBRARY").value_or("");
   settings.cpuBackend = booleanVariable("LOOM_NCCL_CPU_BACKEND");
+  if (auto text = variable("LOOM_P2P_PACKET_BYTES")) {
+    const std::string_view digits = trim(*text);
+    uint64_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (error != std::errc() || end != digits.data() + digits.size() || value > kMaxP2pPacketBytes) {
+      throw invalid("LOOM_P2P_PACKET_BYTES='" + *text + "': expected a byte count from 0 (off) to " +
+                    std::to_string(kMaxP2pPacketBytes));
+    }
+    settings.p2pPacketBytes = value;
+  }
   return settings;
 }
 

@@ -9,6 +9,8 @@
 //   LOOM_NCCL_LIBRARY      path of the real libnccl.so.2; "none": no forwarding at all
 //   LOOM_NCCL_CPU_BACKEND  strict boolean, for tests: Loom's side on the CPU backend, host pointers
 //   LOOM_NCCL_STATS        where the coverage report goes as JSON (%h, %p as in LOOM_NCCL_DEBUG_FILE)
+//   LOOM_P2P_PACKET_BYTES  send/recv rounds of a pair on one node whose larger message is at most this many
+//                          bytes run the eager packet plan (alltoallv_packet); 0 (the default): never
 // A variable that is set but malformed is an InvalidArgument error naming it, never a default.
 
 #include <cstdint>
@@ -22,6 +24,9 @@ namespace loom::nccl {
 
 enum class LogLevel : uint8_t { kNone, kVersion, kWarn, kInfo, kTrace };
 
+// The largest LOOM_P2P_PACKET_BYTES: the packet plan's capacity per entry (loom.compiler.jit_plans).
+inline constexpr uint64_t kMaxP2pPacketBytes = uint64_t(1) << 20;
+
 struct Settings {
   // WARN unless LOOM_NCCL_DEBUG or NCCL_DEBUG says otherwise: what it reports (no plans registered, so
   // every call goes to NCCL; no real NCCL to forward to; a failed call) would otherwise go unseen.
@@ -34,6 +39,7 @@ struct Settings {
   uint32_t loomCollectives = ~0u;
   std::string library;  // empty: search; "none": no real NCCL
   bool cpuBackend = false;
+  uint64_t p2pPacketBytes = 0;  // LOOM_P2P_PACKET_BYTES (point_to_point.cc)
 
   bool allowsOnLoom(Collective collective) const { return (loomCollectives >> uint32_t(collective)) & 1u; }
 };

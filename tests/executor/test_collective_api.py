@@ -123,6 +123,45 @@ def test_send_and_recv_between_two_ranks(registered):
     np.testing.assert_array_equal(_run(2, body)[1], payload)
 
 
+def test_small_sends_take_the_packet_plan_under_loom_p2p_packet_bytes(registered, monkeypatch):
+    """LOOM_P2P_PACKET_BYTES: a message of at most that many bytes between two ranks of one node runs the eager
+    packet plan (alltoallv_packet), a larger one the registered pair plan; both arrive whole."""
+    from loom.runtime import communicator as communicator_module
+
+    monkeypatch.setenv("LOOM_P2P_PACKET_BYTES", "4096")
+    small, large = _data(8, 1000), _data(9, 5000)  # 4000 bytes, then 20000 bytes
+    before = communicator_module._packet_plan.cache_info()
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        if comm.rank == 0:
+            for payload in (small, large, small):
+                comm.send(payload, peer=1)
+            return None
+        received = [np.zeros_like(small), np.zeros_like(large), np.zeros_like(small)]
+        for inbox in received:
+            comm.recv(inbox, peer=0)
+        return received
+
+    got = _run(2, body)[1]
+    for inbox, payload in zip(got, (small, large, small), strict=True):
+        np.testing.assert_array_equal(inbox, payload)
+    after = communicator_module._packet_plan.cache_info()
+    assert after.hits + after.misses - before.hits - before.misses == 4, "two small messages, on both ranks"
+
+
+def test_a_malformed_loom_p2p_packet_bytes_names_the_variable(registered, monkeypatch):
+    monkeypatch.setenv("LOOM_P2P_PACKET_BYTES", "lots")
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        with pytest.raises(InvalidArgumentError, match=r"LOOM_P2P_PACKET_BYTES='lots': expected a byte count"):
+            comm.send(_data(1, 10), peer=1 - comm.rank)
+        return True
+
+    _run(2, body)
+
+
 def test_send_and_recv_in_a_larger_job_involve_only_the_two_ranks(registered):
     payloads = [_data(20 + rank, 1000) for rank in range(WORLD)]
 

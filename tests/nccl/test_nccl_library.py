@@ -886,6 +886,44 @@ def test_send_and_recv_on_more_ranks_run_over_links_of_two(world: int, tmp_path:
 
 
 @pytest.mark.parametrize("world", [2, 3])
+def test_small_rounds_take_the_packet_plan_under_loom_p2p_packet_bytes(world: int, tmp_path: Path) -> None:
+    """LOOM_P2P_PACKET_BYTES=4096: a round whose larger message is at most 4 KiB runs the eager packet plan of the
+    pair (compiled once on first use, over the communicator of two or over a link), a larger one the pair's plan;
+    an exchange of a small and a large message goes by the large one. Data checked, nothing forwarded."""
+    steps = [
+        "r0@send:1000:float32:1",
+        "r1@recv:1000:float32:0:check",  # 4000 bytes: packets
+        "r0@send:2000:float32:1",
+        "r1@recv:2000:float32:0:check",  # 8000 bytes: the pair's plan
+        "group",
+        "r0@send:10:int32:1",
+        "r0@recv:3000:float32:1:check",
+        "r1@recv:10:int32:0:check",
+        "r1@send:3000:float32:0",
+        "end",  # 40 and 12000 bytes: by the larger, the pair's plan
+        "r1@send:7:float32:0",
+        "r0@recv:7:float32:1:check",  # packets again, the plan kept
+    ]
+    output = _drive(tmp_path, "threads", str(world), ";".join(steps), LOOM_P2P_PACKET_BYTES="4096")
+    checks = [line for line in output.splitlines() if " check " in line]
+    assert len(checks) == 5 and all(line.endswith("check ok") for line in checks), output
+    assert output.count("compiled plan 'alltoallv_packet_2r_0_4096'") == 2, "once per end of the pair"
+    log = [line.split()[1] for line in _fake_log(tmp_path)]
+    assert "ncclSend" not in log and "ncclRecv" not in log, log
+
+
+def test_a_malformed_loom_p2p_packet_bytes_is_refused_naming_it(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(_built(DRIVER)), "threads", "2", "r0@send:4:float32:1;r1@recv:4:float32:0"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env=_env(tmp_path, LOOM_P2P_PACKET_BYTES="2MiB"),
+    )
+    assert "LOOM_P2P_PACKET_BYTES='2MiB': expected a byte count from 0 (off) to 1048576" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("world", [2, 3])
 def test_a_send_and_recv_in_place_stage_the_bytes_to_send(world: int, tmp_path: Path) -> None:
     """nccl-tests' sendrecv in place: one buffer sent to the next rank and received into from the previous,
     in one group. The all-to-all-v plan runs out of place, so the bytes to send go through the communicator's

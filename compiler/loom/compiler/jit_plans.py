@@ -116,4 +116,27 @@ def plan_for_call(
         raise LoomError(f"JIT plan for {collective} over {shape} ({choice.algorithm}): {error}") from error
 
 
-__all__ = ["JIT_COLLECTIVES", "JitChoice", "choose", "plan_for_call"]
+# The eager send/recv of a pair (docs/executor.md, "small messages without the handshake"): a round whose
+# larger message is at most LOOM_P2P_PACKET_BYTES runs alltoallv_packet with that capacity. Off (0) until
+# it is timed beside NCCL on two GPUs (docs/perf/p2p.md, the `loom packets` rows).
+PACKET_CAPACITY_LIMIT = 1 << 20
+
+
+def packet_pair_plan(capacity: int) -> JitPlan:
+    """The packet plan of two ranks of one node for entries of up to ``capacity`` bytes (compiled once,
+    cached by content hash): what a send/recv round of a pair runs when its larger message fits."""
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or not 0 < capacity <= PACKET_CAPACITY_LIMIT:
+        raise InvalidArgumentError(f"packet capacity: expected 1 to {PACKET_CAPACITY_LIMIT} bytes, got {capacity!r}")
+    spec = {
+        "world_size": 2,
+        "ranks_per_node": 2,
+        "instances": 1,
+        "inplace": False,
+        "plan_name": f"alltoallv_packet_2r_0_{capacity}",
+        "min_message_size": 0,
+        "max_message_size": capacity,
+    }
+    return jit_compile("alltoallv_packet", spec)
+
+
+__all__ = ["JIT_COLLECTIVES", "PACKET_CAPACITY_LIMIT", "JitChoice", "choose", "packet_pair_plan", "plan_for_call"]

@@ -21,11 +21,12 @@ rank's slice of ``input``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from collections import deque
 from collections.abc import Iterable
 
-from loom.compiler.jit_plans import choose, plan_for_call
+from loom.compiler.jit_plans import choose, packet_pair_plan, plan_for_call
 from loom.errors import InvalidArgumentError, LoomError, TransportError
 from loom.native import native_module
 from loom.plan.cache import default_plans_enabled
@@ -37,6 +38,7 @@ from loom.runtime.counted import (
     entries_pointer,
     host_splits,
     is_device_splits,
+    p2p_packet_bytes,
     rows_of,
 )
 from loom.runtime.executor import OPS, Executor
@@ -310,7 +312,13 @@ class Communicator:
         carries the other end. On two nodes the plan runs over a port channel."""
         self._check_not_aborted()
         handle = self.executor.stream_for(stream, [view])
-        plan = self._select("alltoallv", view.nbytes, view.dtype, False, self.executor.capturing(handle), None, "sum")
+        packets = p2p_packet_bytes()
+        if packets and self.ranks_per_node == 2 and view.nbytes <= packets:
+            plan = _packet_plan(packets)  # both ends know the message's size, so both pick this plan
+        else:
+            plan = self._select(
+                "alltoallv", view.nbytes, view.dtype, False, self.executor.capturing(handle), None, "sum"
+            )
         if plan is None:
             raise InvalidArgumentError(
                 f"peer: no all-to-all-v plan runs between these two ranks ({self.ranks_per_node} per node)"
@@ -456,6 +464,13 @@ class Communicator:
             op=op,
         )
         fallback(request, target.owner, source.owner)
+
+
+@functools.cache
+def _packet_plan(capacity: int) -> object:
+    """The eager packet plan of a pair for messages of up to ``capacity`` bytes (LOOM_P2P_PACKET_BYTES),
+    compiled once per process and cached by content hash."""
+    return native_module().Plan.parse(packet_pair_plan(capacity).text)
 
 
 def _part(view: BufferView, offset: int, nbytes: int) -> BufferView:

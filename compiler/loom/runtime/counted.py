@@ -17,6 +17,30 @@ from loom.errors import InvalidArgumentError
 
 Entry = tuple[int, int]  # (byte offset, bytes)
 
+P2P_PACKET_VARIABLE = "LOOM_P2P_PACKET_BYTES"
+
+
+def p2p_packet_bytes() -> int:
+    """LOOM_P2P_PACKET_BYTES: send/recv of a pair on one node whose message is at most this many bytes runs
+    the eager packet plan (alltoallv_packet, one crossing; docs/executor.md), 0 (the default) never. Every
+    rank must set the same value: the two ends of a message must pick the same plan."""
+    import os
+
+    from loom.compiler.jit_plans import PACKET_CAPACITY_LIMIT
+
+    text = os.environ.get(P2P_PACKET_VARIABLE, "").strip()
+    if not text:
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= PACKET_CAPACITY_LIMIT:
+        raise InvalidArgumentError(
+            f"{P2P_PACKET_VARIABLE}={text!r}: expected a byte count from 0 (off) to {PACKET_CAPACITY_LIMIT}"
+        )
+    return value
+
 
 def rows_of(buffer: object, nbytes: int, argument: str) -> tuple[int, int]:
     """(rows, bytes per row) of ``buffer``'s dimension 0 (a 1-D buffer's rows are its elements)."""

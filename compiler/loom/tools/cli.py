@@ -184,8 +184,15 @@ JIT_PLAN_NO_SHAPE, JIT_PLAN_NO_SIZE = 3, 4
 
 
 def _cmd_jit_plan(args: argparse.Namespace) -> int:
-    from loom.compiler.jit_plans import choose, plan_for_call
+    from loom.compiler.jit_plans import choose, packet_pair_plan, plan_for_call
 
+    if args.packets is not None:
+        # The eager packet plan of a pair (libloom_nccl.so's send/recv rounds under LOOM_P2P_PACKET_BYTES).
+        if (args.collective, args.world_size, args.ranks_per_node) != ("alltoallv", 2, 2):
+            print("loom jit-plan: --packets is for alltoallv of 2 ranks on one node", file=sys.stderr)
+            return JIT_PLAN_NO_SHAPE
+        print(packet_pair_plan(args.packets).path)
+        return 0
     shape = (args.collective, args.world_size, args.ranks_per_node)
     if choose(*shape, args.bytes) is None:
         sized = any(choose(*shape, size) for size in (0, 1 << 20, 1 << 30))
@@ -345,6 +352,13 @@ def build_parser() -> argparse.ArgumentParser:
     jit_plan.add_argument("--bytes", type=int, required=True, help="this rank's input bytes")
     jit_plan.add_argument("--inplace", action="store_true")
     jit_plan.add_argument("--root", type=int, default=None)
+    jit_plan.add_argument(
+        "--packets",
+        type=int,
+        default=None,
+        metavar="CAPACITY",
+        help="the eager packet plan of a pair (alltoallv, 2 ranks, 1 node) for entries of up to CAPACITY bytes",
+    )
     jit_plan.set_defaults(run=_cmd_jit_plan)
 
     coverage = sub.add_parser(
