@@ -96,6 +96,23 @@ def test_the_jit_plan_command_prints_the_plan_file_or_says_why_there_is_none(tmp
     assert "(there are plans for other sizes)" in capsys.readouterr().err
 
 
+def test_the_jit_plan_command_compiles_a_pairs_packet_plan(tmp_path, monkeypatch, capsys):
+    # libloom_nccl.so under LOOM_P2P_PACKET_BYTES: the eager packet plan of two ranks of one node, of that capacity.
+    from loom.compiler.jit_plans import packet_pair_plan
+    from loom.errors import InvalidArgumentError
+    from loom.tools.cli import main
+
+    monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
+    pair = ["jit-plan", "--collective", "alltoallv", "--world-size", "2", "--bytes", "0", "--packets", "4096"]
+    assert main([*pair, "--ranks-per-node", "2"]) == 0
+    text = Path(capsys.readouterr().out.strip()).read_text()
+    assert '"name": "alltoallv_packet_2r_0_4096"' in text and '"max_message_bytes": 4096' in text
+    assert main([*pair, "--ranks-per-node", "1"]) == 3  # two nodes: packets go through memory channels only
+    assert "--packets is for alltoallv of 2 ranks on one node" in capsys.readouterr().err
+    with pytest.raises(InvalidArgumentError, match=r"packet capacity: expected 1 to 1048576 bytes, got 2097152"):
+        packet_pair_plan(2 << 20)
+
+
 @pytest.mark.parametrize("world", [3, 6])
 def test_collectives_at_odd_world_sizes_match_numpy(world, tmp_path, monkeypatch):
     monkeypatch.setenv("LOOM_CACHE_DIR", str(tmp_path))
