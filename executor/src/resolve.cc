@@ -31,7 +31,8 @@ class Resolver {
   ResolvedProgram run() {
     out_.inputBytes = layout_.inputBytes();
     out_.outputBytes = layout_.outputBytes();
-    out_.scratchBytes = counted() ? countedScratch(plan_).bytes() : layout_.scratchBytes(gpu_.scratchChunks);
+    if (counted()) countedScratch_ = countedScratch(plan_);
+    out_.scratchBytes = counted() ? countedScratch_.bytes() : layout_.scratchBytes(gpu_.scratchChunks);
     for (size_t i = 0; i < gpu_.channels.size(); ++i) channelIndex_[gpu_.channels[i].id] = uint16_t(i);
     if (counted()) mailboxOfPeer_ = pairedChannelIndices();
     for (size_t i = 0; i < gpu_.semaphores.size(); ++i) {
@@ -415,7 +416,7 @@ class Resolver {
   // of the peer behind a memory channel. `peerChannel`, this rank's channel to the peer, names the peer in
   // the receiver's reports.
   Range packetRegion(const ChunkRef& ref, uint32_t peerChannel) const {
-    const CountedScratch scratch = countedScratch(plan_);
+    const CountedScratch& scratch = countedScratch_;
     if (ref.count != 1 || ref.index >= scratch.regions) {
       fail("a packet region is one scratch chunk of the " + std::to_string(scratch.regions) + " (got chunks " +
            std::to_string(ref.index) + " + " + std::to_string(ref.count) + ")");
@@ -445,18 +446,13 @@ class Resolver {
     if (op.type == OpType::kPutPacket) {
       if (!op.src || op.dsts.empty()) fail("a counted plan's put_packet needs a source and destinations");
       const Range from = wholeEntry(*op.src, BufferType::kInput, "put_packet");
-      for (const ChunkRef& dst : op.dsts) {
-        if (!dst.isRemote() || channel(dst.channel).type != ChannelType::kMemory) {
-          fail("a counted plan puts packets into a peer's scratch over a memory channel");
-        }
+      for (const ChunkRef& dst : op.dsts) {  // the decoder has checked: a peer's scratch, over a memory channel
         push(OpCode::kEntryPutPackets, 0, {from}, {packetRegion(dst, channelIndex_.at(dst.channel))},
              plan_.maxMessageBytes);
       }
       return;
     }
-    if (!op.src || !op.dst || op.src->isRemote()) {
-      fail("a counted plan's unpack_packet takes this rank's scratch slot into an output entry");
-    }
+    if (!op.src || !op.dst) fail("a counted plan's unpack_packet takes this rank's scratch slot into an output entry");
     const Range into = wholeEntry(*op.dst, BufferType::kOutput, "unpack_packet");
     const uint32_t sender = op.dst->index / layout_.shape(BufferType::kOutput).chunksPerSlot;
     const auto to = std::find_if(gpu_.channels.begin(), gpu_.channels.end(),
@@ -594,6 +590,7 @@ class Resolver {
   std::unordered_map<uint32_t, uint32_t> waiter_;  // channel id -> the tb that waits on it
   std::set<uint16_t> unflushed_;                   // port channels this block put on since their flush
   std::vector<uint32_t> mailboxOfPeer_;            // counted plans: by channel index, the peer's index of it
+  CountedScratch countedScratch_;                  // counted plans: where mailboxes and packet regions lie
   uint32_t tb_ = 0;
   uint32_t opIndex_ = 0;
   OpType opType_ = OpType::kNop;

@@ -92,6 +92,7 @@ class Communicator:
         self._sends_to_self: deque[tuple[BufferView, object]] = deque()  # (view, tensor) until recv takes it
         self._jit_agreed: set[str] = set()  # the JIT plans every rank of this communicator took from rank 0
         self._counted_entries: object = None  # the last all-to-all-v's device entries, until its kernel reads them
+        self._packet_bytes: int | None = None  # LOOM_P2P_PACKET_BYTES, read at the first send/recv
 
     def split(self, color: int | None, key: int | None = None) -> Communicator | None:
         """Like ``ncclCommSplit`` (and ``MPI_Comm_split``): collective over every rank of this communicator.
@@ -312,7 +313,9 @@ class Communicator:
         carries the other end. On two nodes the plan runs over a port channel."""
         self._check_not_aborted()
         handle = self.executor.stream_for(stream, [view])
-        packets = p2p_packet_bytes()
+        if self._packet_bytes is None:  # read once, at the first message (a bad value is this call's error)
+            self._packet_bytes = p2p_packet_bytes()
+        packets = self._packet_bytes
         if packets and self.ranks_per_node == 2 and view.nbytes <= packets:
             plan = _packet_plan(packets)  # both ends know the message's size, so both pick this plan
         else:
