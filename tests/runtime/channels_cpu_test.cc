@@ -357,17 +357,29 @@ TEST(PortChannelOnHost, PutSignalFlushThroughTheProxyOverTcp) {
   }));
 }
 
+// Two ranks, each with 4096 bytes registered and exchanged, a TCP connection and a port channel to the
+// other through a proxy of its own (not started).
+struct PortPair {
+  std::vector<uint8_t> buffer = std::vector<uint8_t>(4096);
+  RegisteredMemory local, remote;
+  ProxyService proxy;
+  device::PortChannelHandle handle;
+
+  PortPair(Communicator& comm, uint64_t tag, int channel) : proxy(comm) {
+    const int peer = 1 - comm.rank();
+    local = comm.registerMemory(buffer.data(), buffer.size(), Transport::kTcp);
+    comm.sendMemory(local, peer, tag);
+    remote = comm.recvMemory(peer, tag);
+    auto semaphore = std::make_shared<HostSemaphore>(comm, comm.connect(peer, Transport::kTcp, tag), tag);
+    handle = proxy.portChannel(proxy.addSemaphore(semaphore), proxy.addMemory(remote), proxy.addMemory(local), channel);
+  }
+};
+
 TEST(PortChannelOnHost, AFailedTriggerIsLoggedKeptAndThrownByCheck) {
   expectAllOk(runCommunicators(2, [](Communicator& comm) {
-    const int peer = 1 - comm.rank();
-    std::vector<uint8_t> buffer(4096);
-    RegisteredMemory local = comm.registerMemory(buffer.data(), buffer.size(), Transport::kTcp);
-    comm.sendMemory(local, peer, 2);
-    RegisteredMemory remote = comm.recvMemory(peer, 2);
-    auto semaphore = std::make_shared<HostSemaphore>(comm, comm.connect(peer, Transport::kTcp, 2), 2);
-    ProxyService proxy(comm);
-    device::PortChannelHandle handle =
-        proxy.portChannel(proxy.addSemaphore(semaphore), proxy.addMemory(remote), proxy.addMemory(local));
+    PortPair pair(comm, 2, -1);
+    ProxyService& proxy = pair.proxy;
+    device::PortChannelHandle& handle = pair.handle;
     proxy.start();
     handle.put(4000, 0, 200);  // past the end of the peer's 4096 bytes
     handle.flush();
@@ -389,15 +401,9 @@ TEST(PortChannelOnHost, AFailedTriggerIsLoggedKeptAndThrownByCheck) {
 // trigger it never saw (the diagnostics of the communicator whose channel it is watch the proxy).
 TEST(PortChannelOnHost, AFlushThatRunsOutSaysWhatTheProxyWasDoing) {
   expectAllOk(runCommunicators(2, [](Communicator& comm) {
-    const int peer = 1 - comm.rank();
-    std::vector<uint8_t> buffer(4096);
-    RegisteredMemory local = comm.registerMemory(buffer.data(), buffer.size(), Transport::kTcp);
-    comm.sendMemory(local, peer, 5);
-    RegisteredMemory remote = comm.recvMemory(peer, 5);
-    auto semaphore = std::make_shared<HostSemaphore>(comm, comm.connect(peer, Transport::kTcp, 5), 5);
-    ProxyService proxy(comm);
-    device::PortChannelHandle handle =
-        proxy.portChannel(proxy.addSemaphore(semaphore), proxy.addMemory(remote), proxy.addMemory(local), 2);
+    PortPair pair(comm, 5, 2);
+    ProxyService& proxy = pair.proxy;
+    device::PortChannelHandle& handle = pair.handle;
     handle.fifo.waitContext.timeoutNs = 50 * 1000000;
     if (comm.rank() == 0) {
       // Nothing was pushed, so no proxy finishes position 0.
