@@ -13,10 +13,11 @@
 
 #include "backend.hpp"
 #include "cuda_check.hpp"
+#include "device/kernel_launch_order.cuh"
 #include "environment.hpp"
 #include "gpu.hpp"
+#include "gpu_sharing.hpp"
 #include "interpreter_kernels.hpp"
-#include "device/kernel_launch_order.cuh"
 #include "loom/device/scale.hpp"
 #include "loom/gpu_buffer.hpp"
 #include "reduce_dispatch.hpp"
@@ -87,13 +88,17 @@ class GpuBackend final : public Backend {
   explicit GpuBackend(Communicator& communicator)
       : communicator_(communicator),
         device_(communicator.cudaDevice()),
-        overlapLaunches_(overlapsLaunches(communicator, device_)) {
+        overlapLaunches_(overlapsLaunches(communicator, device_)),
+        waitsForOwnWorkOnly_(gpuSharingEnabled()) {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
     // Setup copies run on their own non-blocking stream: a copy on the legacy stream would wait
     // for (and so deadlock against) a kernel still waiting for a peer.
     checkCuda(cudaStreamCreateWithFlags(&setupStream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   }
-  ~GpuBackend() override { cudaStreamDestroy(setupStream_); }
+  ~GpuBackend() override {
+    for (const auto& [stream, event] : lastWork_) cudaEventDestroy(event);
+    cudaStreamDestroy(setupStream_);
+  }
 
   bool onGpu() const override { return true; }
 
@@ -108,7 +113,20 @@ class GpuBackend final : public Backend {
     checkCuda(cudaStreamSynchronize(setupStream_), "cudaStreamSynchronize (setup)");
   }
 
-  void synchronize() override { checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+  // Waits for this rank's calls. With ranks sharing the GPU, a device-wide wait would also wait for the
+  // other ranks' kernels, which may be waiting for this rank's next launch: two-rank links of a larger
+  // communicator (send/recv) set up and launch pair by pair, so a rank can quiesce one link while a
+  // kernel of another link, on the same GPU, waits for it. There the wait is for the events recorded
+  // after this backend's own work instead.
+  void synchronize() override {
+    if (!waitsForOwnWorkOnly_) {
+      checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      return;
+    }
+    for (const auto& [stream, event] : lastWork_) {
+      checkCuda(cudaEventSynchronize(event), "cudaEventSynchronize (this rank's last work on a stream)");
+    }
+  }
 
   bool capturing(void* stream) const override {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -139,6 +157,7 @@ class GpuBackend final : public Backend {
       communicator_.deviceDiagnostics().check();
       checkCuda(status, "launching the interpreter kernel");
     }
+    noteWork(cudaStream);
   }
 
   void launchCounted(const device::Program& program, const device::CallTable& table, uint32_t threads,
@@ -151,11 +170,13 @@ class GpuBackend final : public Backend {
       communicator_.deviceDiagnostics().check();
       checkCuda(status, "launching the interpreter kernel of a counted call");
     }
+    noteWork(static_cast<cudaStream_t>(stream));
   }
 
   void copy(void* dst, const void* src, uint64_t bytes, void* stream) override {
     checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
               "cudaMemcpyAsync (a call of one rank)");
+    noteWork(static_cast<cudaStream_t>(stream));
   }
 
   void scale(void* data, uint64_t count, DataType type, float factor, void* stream) override {
@@ -167,6 +188,7 @@ class GpuBackend final : public Backend {
       scaleKernel<T><<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<T*>(data), count, factor);
     });
     checkCuda(cudaGetLastError(), "launching the scaling kernel (NCCL's average)");
+    noteWork(static_cast<cudaStream_t>(stream));
   }
 
   uint32_t maxResidentBlocks(uint32_t threads, DataType type, ReduceOp op) override {
@@ -197,9 +219,20 @@ class GpuBackend final : public Backend {
   }
 
  private:
+  // Marks the end of this backend's work so far on `stream`, for synchronize() with ranks sharing the GPU.
+  // Work captured into a graph is not marked: it runs when the graph is launched, which the caller does.
+  void noteWork(cudaStream_t stream) {
+    if (!waitsForOwnWorkOnly_ || capturing(stream)) return;
+    cudaEvent_t& event = lastWork_[stream];
+    if (event == nullptr) checkCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    checkCuda(cudaEventRecord(event, stream), "cudaEventRecord (this rank's last work)");
+  }
+
   Communicator& communicator_;
   int device_;
   bool overlapLaunches_;
+  bool waitsForOwnWorkOnly_;                      // ranks share the GPU (LOOM_SHARE_GPU)
+  std::map<cudaStream_t, cudaEvent_t> lastWork_;  // per stream, after this backend's last work on it
   cudaStream_t setupStream_ = nullptr;
   std::map<std::tuple<uint32_t, DataType, ReduceOp>, uint32_t> residentBlocks_;
 };

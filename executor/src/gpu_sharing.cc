@@ -10,13 +10,17 @@
 
 namespace loom {
 
+bool gpuSharingEnabled() {
+  const std::optional<std::string> enabled = processEnvironment("LOOM_SHARE_GPU");
+  return enabled && parseBoolean(*enabled, "LOOM_SHARE_GPU");
+}
+
 std::vector<int> checkGpuSharing(const Communicator& communicator) {
   std::vector<int> sharers = communicator.ranksSharingGpu();
   if (sharers.size() <= 1) return sharers;
   const std::string who =
       "device: " + rankList(sharers) + " use GPU " + communicator.cudaDeviceBusId() + " of one host";
-  const std::optional<std::string> enabled = processEnvironment("LOOM_SHARE_GPU");
-  if (!enabled || !parseBoolean(*enabled, "LOOM_SHARE_GPU")) {
+  if (!gpuSharingEnabled()) {
     throw Error(ErrorCategory::kInvalidArgument,
                 who + " (ranks " + std::to_string(sharers[0]) + " and " + std::to_string(sharers[1]) +
                     " both use GPU " + communicator.cudaDeviceBusId() +

@@ -14,6 +14,9 @@
 
 namespace loom {
 
+// Whether LOOM_SHARE_GPU=1 is set: ranks of this process may share a GPU, in any communicator.
+bool gpuSharingEnabled();
+
 // The ranks sharing this rank's GPU (see Communicator::ranksSharingGpu); throws, naming them, when
 // there are several and LOOM_SHARE_GPU is not on, or when they are not all threads of this process
 // (kernels of different processes take turns on a GPU rather than running at once).

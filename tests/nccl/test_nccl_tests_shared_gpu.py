@@ -125,6 +125,7 @@ def _run(
     cache: str = "fitting",
     ranks: int = RANKS,
     factor: str = "2",
+    extra_environment: dict[str, str] | None = None,
 ) -> tuple[str, str]:
     binary = nccl_tests["bin"] / program
     environment = {
@@ -140,6 +141,7 @@ def _run(
         "LOOM_DEVICE_TIMEOUT_MS": "20000",
         "LOOM_NCCL_DEBUG": "INFO",
         "LOOM_NCCL_DEBUG_FILE": str(tmp_path / "loom.%p.log"),
+        **(extra_environment or {}),
     }
     command = [str(binary), "-b", low, "-e", high, "-f", factor, "-t", str(ranks), "-g", "1", "-c", "1", "-n", "2"]
     command += ["-w", "1"]
@@ -199,4 +201,27 @@ def test_three_ranks_compile_their_plans_at_group_end_and_report_nothing_wrong(n
     rows = nccl_tests_rows(output)
     assert rows and int(rows[-1][0]) > size_bytes(high) // 2, report  # rounded down to a multiple of 3 ranks
     assert "rank 0/3: compiled plan" in logs, report
+    assert "forwarded to NCCL" not in logs, report
+
+
+def test_send_recv_rounds_up_to_the_packet_capacity_take_the_packet_plan(nccl_tests, tmp_path):
+    # sendrecv_perf: each rank sends to the next and receives from the previous, one group per call, so each
+    # rank has two links (docs/nccl.md). With LOOM_P2P_PACKET_BYTES every round up to that size runs the eager
+    # packet plan (alltoallv_packet, compiled on first use by each link's rank 0), in place (nccl-tests' -c
+    # checks it) and out of place.
+    output, logs = _run(
+        nccl_tests,
+        "sendrecv_perf",
+        "8",
+        "64K",
+        tmp_path,
+        cache="packet-cache",
+        extra_environment={"LOOM_P2P_PACKET_BYTES": "65536"},
+    )
+    report = failure_report(output, logs)
+    print(output)
+    assert output.endswith("exit status 0") and "Out of bounds values : 0 OK" in output, report
+    rows = nccl_tests_rows(output)
+    assert rows and int(rows[-1][0]) == size_bytes("64K"), report
+    assert "for send/recv of up to 65536" in logs, report
     assert "forwarded to NCCL" not in logs, report
