@@ -83,7 +83,7 @@ struct CoverageReport {
                 std::to_string(sums.betweenRanksCalls) + " calls between ranks (" +
                 percent(sums.loomCalls, sums.betweenRanksCalls) + ") and " + std::to_string(sums.loomBytes) + " of " +
                 std::to_string(sums.betweenRanksBytes) + " bytes (" + percent(sums.loomBytes, sums.betweenRanksBytes) +
-                ")");
+                "), in " + std::to_string(coverage.launches_.load(std::memory_order_relaxed)) + " launches");
     forEachRow(coverage, [&](size_t call, Route route, size_t reason, uint64_t calls, uint64_t bytes) {
       char row[200];
       std::snprintf(row, sizeof(row), "  %-13s %-10s %-24s %10llu calls %16llu bytes",
@@ -114,7 +114,8 @@ struct CoverageReport {
       const auto& id = coverage.identity_;
       out << (i ? ",\n" : "\n") << " {\"serial\": " << id.serial << ", \"origin\": " << quoted(id.origin)
           << ", \"rank\": " << id.rank << ", \"world_size\": " << id.worldSize << ", \"cuda_device\": " << id.cudaDevice
-          << ", \"closed\": " << (coverage.closed_ ? "true" : "false") << ", \"rows\": [";
+          << ", \"closed\": " << (coverage.closed_ ? "true" : "false")
+          << ", \"launches\": " << coverage.launches_.load(std::memory_order_relaxed) << ", \"rows\": [";
       bool first = true;
       forEachRow(coverage, [&](size_t call, Route route, size_t reason, uint64_t calls, uint64_t bytes) {
         out << (first ? "" : ", ") << "{\"call\": " << quoted(std::string(callName(Call(call))))

@@ -44,6 +44,10 @@ class CommunicatorCoverage {
     cell.bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
 
+  // Kernels Loom launched for the communicator's calls (CPU backend: runs of the interpreter), a send/recv
+  // group's calls with several peers counting one.
+  void countLaunches(uint64_t launches) { launches_.fetch_add(launches, std::memory_order_relaxed); }
+
   // The communicator ends: its table goes to the log (INFO) and the JSON file is rewritten. No call is
   // counted after it (NCCL forbids using a communicator being destroyed).
   void close();
@@ -68,6 +72,7 @@ class CommunicatorCoverage {
   // that a process making and destroying many communicators keeps a few bytes of each.
   bool closed_ = false;
   std::unique_ptr<Table> cells_ = std::make_unique<Table>();
+  std::atomic<uint64_t> launches_{0};
   std::vector<Row> rows_;
 };
 

@@ -598,6 +598,10 @@ bool runDeferredJit(ncclComm& comm, const PendingCall& call, Decision decision) 
   return true;
 }
 
+void countLaunches(ncclComm& comm, uint64_t launches) {
+  if (comm.coverage) comm.coverage->countLaunches(launches);
+}
+
 void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision) {
   const DeviceScope onCommDevice(comm);
   const CallInfo& info = call.info;
@@ -609,6 +613,7 @@ void runOnLoom(ncclComm& comm, const PendingCall& call, const Decision& decision
   }
   if (info.call == Call::kGather || info.call == Call::kScatter) return runGatherOrScatter(comm, call, decision);
   const Plan& plan = *decision.plan;
+  countLaunches(comm, decision.average && (info.call != Call::kReduce || comm.rank == info.root) ? 2 : 1);
   switch (info.call) {
     case Call::kBroadcast:
       if (comm.rank == info.root) localCopy(comm, call.recv, call.send, decision.messageBytes, call.stream);

@@ -138,6 +138,8 @@ std::vector<const PendingCall*> runPointToPointOnLoom(
     ncclComm& comm, const std::vector<std::pair<const PendingCall*, Decision>>& calls);
 // The log line of a call's outcome and its count in the communicator's coverage summary.
 void noteCall(ncclComm& comm, const CallInfo& info, const Decision& decision);
+// Counts kernels Loom launched for `comm`'s calls in its coverage summary.
+void countLaunches(ncclComm& comm, uint64_t launches);
 // Hands a call to the real NCCL.
 void forward(ncclComm& comm, const PendingCall& call);
 // Throws Failure when the real NCCL returned an error, with its text.

@@ -15,6 +15,7 @@
 #include "jit_plans.hpp"
 #include "loom/bootstrap_split.hpp"
 #include "loom/cache_dir.hpp"
+#include "loom/device/pair_calls.hpp"
 #include "loom/error.hpp"
 #include "loom/plan_registry.hpp"
 #include "loom/transport.hpp"
@@ -147,10 +148,9 @@ void stageOverlappingSends(ncclComm& comm, std::initializer_list<std::vector<con
   }
 }
 
-// One round on `comm` (the communicator of two ranks, or a link). On a link's own stream (`linkStream`),
-// which first waits for the calls' streams and which they then wait for; else on the round's first
-// call's stream.
-void runRound(ncclComm& comm, const Round& round, const Plan& plan, cudaStream_t linkStream = nullptr) {
+// The counted call of a round of `comm` (the communicator of two ranks, or a link): this rank's send to
+// and receive from the other rank.
+CountedCall countedCallOf(const ncclComm& comm, const Round& round) {
   const int peer = 1 - comm.rank;
   CountedCall call;
   call.sends.assign(2, MessageEntry{});
@@ -165,21 +165,75 @@ void runRound(ncclComm& comm, const Round& round, const Plan& plan, cudaStream_t
     call.outputBytes = bytesOf(*round.recv);
     call.receives[size_t(peer)] = {0, call.outputBytes};
   }
+  return call;
+}
+
+// The streams of `rounds`' calls, each once, in call order (a round's two calls are mostly on one).
+std::vector<cudaStream_t> callStreams(const std::vector<const Round*>& rounds) {
+  std::vector<cudaStream_t> streams;
+  for (const Round* round : rounds) {
+    for (const PendingCall* call : {round->send, round->recv}) {
+      if (call && std::find(streams.begin(), streams.end(), call->stream) == streams.end()) {
+        streams.push_back(call->stream);
+      }
+    }
+  }
+  return streams;
+}
+
+// One round on `comm` (the communicator of two ranks, or a link). On a link's own stream (`linkStream`),
+// which first waits for the calls' streams and which they then wait for; else on the round's first
+// call's stream.
+void runRound(ncclComm& comm, const Round& round, const Plan& plan, cudaStream_t linkStream = nullptr) {
+  const CountedCall call = countedCallOf(comm, round);
   if (comm.settings.cpuBackend) {
     comm.executor->executeCounted(plan, call, nullptr);
     return;
   }
-  // The calls' streams, each once (a round's two calls are mostly on one).
-  cudaStream_t callStreams[2] = {(round.send ? round.send : round.recv)->stream, nullptr};
-  if (round.send && round.recv && round.recv->stream != callStreams[0]) callStreams[1] = round.recv->stream;
-  cudaStream_t stream = linkStream != nullptr ? linkStream : callStreams[0];
-  for (cudaStream_t callStream : callStreams) {
-    if (callStream != nullptr) follow(comm, stream, callStream);
-  }
+  const std::vector<cudaStream_t> streams = callStreams({&round});
+  cudaStream_t stream = linkStream != nullptr ? linkStream : streams[0];
+  for (cudaStream_t callStream : streams) follow(comm, stream, callStream);
   comm.executor->executeCounted(plan, call, stream);
-  for (cudaStream_t callStream : callStreams) {
-    if (callStream != nullptr) follow(comm, callStream, stream);
+  for (cudaStream_t callStream : streams) follow(comm, callStream, stream);
+}
+
+// A round of a group on a communicator of more than two ranks: over the link to its peer, with its plan.
+struct LinkRound {
+  ncclComm* link;
+  Round round;
+  std::shared_ptr<const Plan> plan;
+};
+
+// The k-th rounds of a group's peers (peers ascending), one per link: one launch on the first call's stream
+// (Executor::executeCountedGroup), which first waits for the other calls' streams and which they then wait
+// for. Rounds that do not fit one launch (plans of different block sizes: packets and not; more peers than
+// a launch takes) run each on its link's stream, side by side, as launches of one stream could wait for each
+// other across ranks.
+void runLinkRounds(ncclComm& comm, const std::vector<LinkRound>& rounds) {
+  const bool oneLaunch = comm.settings.p2pOneLaunch && rounds.size() <= device::kMaxGroupedCalls &&
+                         std::all_of(rounds.begin(), rounds.end(), [&](const LinkRound& r) {
+                           return r.plan->threadsPerBlock == rounds[0].plan->threadsPerBlock;
+                         });
+  if (!oneLaunch) {
+    for (const LinkRound& r : rounds) runRound(*r.link, r.round, *r.plan, r.link->linkStream);
+    countLaunches(comm, rounds.size());
+    return;
   }
+  std::vector<GroupedCountedCall> calls;
+  calls.reserve(rounds.size());
+  for (const LinkRound& r : rounds)
+    calls.push_back({r.link->executor.get(), r.plan.get(), countedCallOf(*r.link, r.round)});
+  countLaunches(comm, 1);
+  if (comm.settings.cpuBackend) {
+    Executor::executeCountedGroup(calls, nullptr);
+    return;
+  }
+  std::vector<const Round*> each;
+  for (const LinkRound& r : rounds) each.push_back(&r.round);
+  const std::vector<cudaStream_t> streams = callStreams(each);
+  for (cudaStream_t callStream : streams) follow(comm, streams[0], callStream);
+  Executor::executeCountedGroup(calls, streams[0]);
+  for (cudaStream_t callStream : streams) follow(comm, callStream, streams[0]);
 }
 
 // The round's larger message, whose plan runs the round: the peer picks the same one (its send is this
@@ -252,20 +306,26 @@ std::shared_ptr<const Plan> linkPlan(ncclComm& link, const PendingCall& larger, 
   return decision.plan;
 }
 
-// The rounds with each peer over its link, peers in ascending order: every rank takes its pairs in one
-// global order (by lower, then higher rank), so with calls that block (link setup, the CPU backend's
-// launches) the first pair pending anywhere can always go on. Calls whose link has no plan are returned.
+// The rounds with each peer over its link. Every rank takes its pairs in one global order (by lower, then
+// higher rank), so with calls that block the first pair pending anywhere can always go on: first each link
+// and its plans (made at a pair's first message; a JIT plan is compiled over the link), peers ascending;
+// then the k-th rounds of every peer together, k ascending (their setups peers ascending, then one launch).
+// Calls whose link has no plan are returned.
 std::vector<const PendingCall*> runOverLinks(ncclComm& comm, const std::vector<const PendingCall*>& sends,
                                              const std::vector<const PendingCall*>& recvs) {
   std::map<int, std::pair<std::vector<const PendingCall*>, std::vector<const PendingCall*>>> byPeer;
   for (const PendingCall* call : sends) byPeer[call->peer].first.push_back(call);
   for (const PendingCall* call : recvs) byPeer[call->peer].second.push_back(call);
   std::vector<const PendingCall*> forwarded;
+  std::vector<std::vector<LinkRound>> byIndex;  // [k]: every peer's k-th round, peers ascending
   for (const auto& [peer, messages] : byPeer) {
     ncclComm& link = linkTo(comm, peer);
-    for (Round& round : rounds(messages.first, messages.second)) {
+    const std::vector<Round> peerRounds = rounds(messages.first, messages.second);
+    if (byIndex.size() < peerRounds.size()) byIndex.resize(peerRounds.size());
+    for (size_t k = 0; k < peerRounds.size(); ++k) {
+      const Round& round = peerRounds[k];
       Decision decision;
-      const std::shared_ptr<const Plan> plan = linkPlan(link, largerOf(round), decision);
+      std::shared_ptr<const Plan> plan = linkPlan(link, largerOf(round), decision);
       if (!plan) {
         Decision forwarding = decision;
         forwarding.route = comm.realComm != nullptr ? Route::kForward : Route::kFail;
@@ -282,8 +342,11 @@ std::vector<const PendingCall*> runOverLinks(ncclComm& comm, const std::vector<c
       for (const PendingCall* call : {round.send, round.recv}) {
         if (call) noteCall(comm, call->info, decision);
       }
-      runRound(link, round, *plan, link.linkStream);
+      byIndex[k].push_back({&link, round, std::move(plan)});
     }
+  }
+  for (const std::vector<LinkRound>& kth : byIndex) {
+    if (!kth.empty()) runLinkRounds(comm, kth);
   }
   return forwarded;
 }
@@ -325,6 +388,7 @@ std::vector<const PendingCall*> runPointToPoint(ncclComm& comm,
   for (const Round& round : rounds(peerSends, peerRecvs)) {
     const PendingCall* larger = &largerOf(round);
     if (const auto original = originals.find(larger); original != originals.end()) larger = original->second;
+    countLaunches(comm, 1);
     if (const std::shared_ptr<const Plan> packets = packetPlanFor(comm, *larger)) {
       runRound(comm, round, *packets);
       continue;

@@ -105,6 +105,7 @@ Settings settingsFromEnvironment() {
   }
   settings.library = variable("LOOM_NCCL_LIBRARY").value_or("");
   settings.cpuBackend = booleanVariable("LOOM_NCCL_CPU_BACKEND");
+  settings.p2pOneLaunch = booleanVariable("LOOM_P2P_ONE_LAUNCH");
   if (auto text = variable("LOOM_P2P_PACKET_BYTES")) {
     const std::string_view digits = trim(*text);
     uint64_t value = 0;

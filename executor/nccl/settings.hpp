@@ -40,6 +40,9 @@ struct Settings {
   std::string library;  // empty: search; "none": no real NCCL
   bool cpuBackend = false;
   uint64_t p2pPacketBytes = 0;  // LOOM_P2P_PACKET_BYTES (point_to_point.cc)
+  // LOOM_P2P_ONE_LAUNCH: a group's k-th rounds with several peers in one launch (point_to_point.cc); off
+  // until it has run on GPUs of their own (docs/nccl.md says why).
+  bool p2pOneLaunch = false;
 
   bool allowsOnLoom(Collective collective) const { return (loomCollectives >> uint32_t(collective)) & 1u; }
 };

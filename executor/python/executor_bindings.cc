@@ -148,6 +148,7 @@ void bindExecutor(py::module_& module) {
         out["freed_buffer_contexts_dropped"] = stats.freedBufferContextsDropped;
         out["buffer_exchanges"] = stats.bufferExchanges;
         out["window_calls"] = stats.windowCalls;
+        out["grouped_calls"] = stats.groupedCalls;
         out["launches"] = stats.launches;
         return out;
       });

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "loom/communicator.hpp"
 #include "loom/data_type.hpp"
@@ -14,6 +15,15 @@
 #include "loom/plan.hpp"
 
 namespace loom {
+
+class Backend;
+
+// One call of a grouped launch (Backend::launchCountedGroup): its executor's backend, program and table.
+struct GroupedLaunch {
+  Backend* backend;
+  const device::Program* program;
+  const device::CallTable* table;
+};
 
 class Backend {
  public:
@@ -47,6 +57,11 @@ class Backend {
   // (in the kernel's parameters on the GPU).
   virtual void launchCounted(const device::Program& program, const device::CallTable& table, uint32_t threads,
                              void* stream) = 0;
+  // Counted calls of two-rank plans with host entries, each of its own executor (`Backend` is that
+  // executor's), run at once: on the GPU one kernel of every call's blocks on `stream` (at most
+  // device::kMaxGroupedCalls calls, `threads` per block, which every call shares); on the CPU backend each
+  // call's blocks on threads of their own, returning when all are done. Called on the first call's backend.
+  virtual void launchCountedGroup(std::span<const GroupedLaunch> calls, uint32_t threads, void* stream) = 0;
   // Copies `bytes` from `src` to `dst` (this rank's buffers): the GPU enqueues it on `stream` (also
   // under graph capture), the CPU backend copies at once.
   virtual void copy(void* dst, const void* src, uint64_t bytes, void* stream) = 0;

@@ -72,6 +72,29 @@ class CpuBackend final : public Backend {
     runBlocks(program.blocks, [&](uint32_t block) { device::runBlock<NoReduction, 2>(program, block, 0, 1, &table); });
   }
 
+  // Each call's backend runs it as launchCounted does (its blocks on threads, its peers watched, a failure
+  // stopping its blocks), the calls side by side: a call's blocks may wait for a peer that first runs
+  // another call of its own group.
+  void launchCountedGroup(std::span<const GroupedLaunch> calls, uint32_t threads, void* stream) override {
+    refuseStream(stream);
+    std::vector<std::exception_ptr> failures(calls.size());
+    std::vector<std::thread> runners;
+    runners.reserve(calls.size());
+    for (size_t i = 0; i < calls.size(); ++i) {
+      runners.emplace_back([&, i] {
+        try {
+          calls[i].backend->launchCounted(*calls[i].program, *calls[i].table, threads, nullptr);
+        } catch (...) {
+          failures[i] = std::current_exception();
+        }
+      });
+    }
+    for (std::thread& runner : runners) runner.join();
+    for (const std::exception_ptr& failure : failures) {
+      if (failure) std::rethrow_exception(failure);
+    }
+  }
+
   void copy(void* dst, const void* src, uint64_t bytes, void* stream) override {
     refuseStream(stream);
     std::memmove(dst, src, bytes);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "call_context.hpp"
 #include "counted_scratch.hpp"
 #include "gpu_sharing.hpp"
+#include "loom/device/pair_calls.hpp"
 #include "loom/error.hpp"
 #include "loom/plan_registry.hpp"
 #include "loom/proxy_service.hpp"
@@ -81,6 +83,12 @@ struct CallBuffers {
   void* output = nullptr;
   uint64_t inputBytes = 0;
   uint64_t outputBytes = 0;
+};
+
+// The checked arguments of a counted call: its table and its buffers (a stand-in for an empty one).
+struct CountedArguments {
+  device::CallTable table{};
+  CallBuffers buffers;
 };
 
 struct Executor::Impl {
@@ -398,10 +406,17 @@ struct Executor::Impl {
                  communicator->rank(), resources.plan().name.c_str());
   }
 
-  // One call once its arguments are checked: the plan's resources, the staged buffers (multi-process
-  // CPU backend), the context, the launch (with `table` for a counted call).
-  void run(const Plan& plan, const CallShape& shape, CallBuffers buffers, void* stream,
-           const device::CallTable* table = nullptr) {
+  // What a call launches once its plan, context and buffers are set up (prepare()).
+  struct PreparedCall {
+    device::Program program;
+    const device::InlineProgram* inlined = nullptr;
+    uint32_t threads = 0;
+    bool staged = false;  // the multi-process CPU backend's copies of the user's buffers: copied back after
+  };
+
+  // One call up to its launch: the plan's resources, the staged buffers (multi-process CPU backend), the
+  // context, the program with this call's buffers.
+  PreparedCall prepare(const Plan& plan, const CallShape& shape, CallBuffers buffers, void* stream) {
     const ExecutorStats before = stats;
     CachedPlan& cached = planFor(plan, stream);
     warnOnDefaultStream(*cached.resources, stream);
@@ -410,8 +425,9 @@ struct Executor::Impl {
                     "', the call asks for '" + std::string(reduceOpName(shape.op)) +
                     "'; compile a plan for that operator");
     }
-    const bool staged = cached.bindsUserBuffers && backend->stagesUserBuffers();
-    if (staged) {
+    PreparedCall prepared;
+    prepared.staged = cached.bindsUserBuffers && backend->stagesUserBuffers();
+    if (prepared.staged) {
       if (!staging) staging = std::make_unique<UserBufferStaging>(*backend);
       std::tie(buffers.input, buffers.output) =
           staging->stageIn(buffers.input, buffers.inputBytes, buffers.output, buffers.outputBytes);
@@ -427,22 +443,25 @@ struct Executor::Impl {
       // already running waits for this rank's.
       communicator->bootstrap().barrier();
     }
+    prepared.program = context.program();
+    prepared.program.buffers[0] = const_cast<void*>(buffers.input);
+    prepared.program.buffers[1] = buffers.output;
+    context.shiftPeers(prepared.program, everyRank);
+    prepared.inlined = context.inlineProgram(prepared.program);
+    prepared.threads = context.threads();
+    return prepared;
+  }
+
+  // Turns a launch's failure other than a loom::Error into the error that explains it: an abort, or a
+  // host-thread wait that timed out or a bad entry of a counted call (CPU backend), which left its record
+  // (who waited for what). Either way the ranks are out of step from here on. Rethrows the failure otherwise.
+  [[noreturn]] void explainLaunchFailure() {
     try {
-      device::Program program = context.program();
-      program.buffers[0] = const_cast<void*>(buffers.input);
-      program.buffers[1] = buffers.output;
-      context.shiftPeers(program, everyRank);
-      if (table != nullptr) {
-        backend->launchCounted(program, *table, context.threads(), stream);
-      } else {
-        backend->launch(program, context.inlineProgram(program), context.threads(), shape.type, shape.op, stream);
-      }
+      throw;
     } catch (const Error&) {
       throw;
     } catch (const std::exception&) {
       if (aborted) throw invalid("rank " + std::to_string(communicator->rank()) + ": the call was aborted");
-      // A host-thread wait that timed out, or a bad entry of a counted call (CPU backend), left its
-      // record: report who waited for what. Either way the ranks are out of step from here on.
       try {
         communicator->deviceDiagnostics().check();
       } catch (const Error& error) {
@@ -451,15 +470,29 @@ struct Executor::Impl {
       }
       throw;
     }
-    if (staged) staging->stageOut();
   }
 
-  // run(), and after a peer timed out or went away (the ranks no longer agree on where they are) every
-  // later call refuses.
-  void runRecordingFailure(const Plan& plan, const CallShape& shape, const CallBuffers& buffers, void* stream,
-                           const device::CallTable* table = nullptr) {
+  // One call once its arguments are checked: prepare(), the launch (with `table` for a counted call).
+  void run(const Plan& plan, const CallShape& shape, const CallBuffers& buffers, void* stream,
+           const device::CallTable* table = nullptr) {
+    PreparedCall prepared = prepare(plan, shape, buffers, stream);
     try {
-      run(plan, shape, buffers, stream, table);
+      if (table != nullptr) {
+        backend->launchCounted(prepared.program, *table, prepared.threads, stream);
+      } else {
+        backend->launch(prepared.program, prepared.inlined, prepared.threads, shape.type, shape.op, stream);
+      }
+    } catch (...) {
+      explainLaunchFailure();
+    }
+    if (prepared.staged) staging->stageOut();
+  }
+
+  // After a peer timed out or went away (the ranks no longer agree on where they are) every later call
+  // refuses: notes a timeout's or a transport failure's error, naming the peers that are gone too.
+  [[noreturn]] void recordFailure() {
+    try {
+      throw;
     } catch (const Error& error) {
       if (error.category() == ErrorCategory::kTimeout || error.category() == ErrorCategory::kTransport) {
         noteFailure(error.what());
@@ -468,6 +501,36 @@ struct Executor::Impl {
         if (!departed.empty()) throw Error(error.category(), std::string(error.what()) + departed);
       }
       throw;
+    }
+  }
+
+  // The error a failed launch of this rank's call becomes: explainLaunchFailure(), then recordFailure().
+  std::exception_ptr failureOfLaunch(const std::exception_ptr& failure) {
+    try {
+      try {
+        std::rethrow_exception(failure);
+      } catch (...) {
+        explainLaunchFailure();
+      }
+    } catch (...) {
+      try {
+        recordFailure();
+      } catch (...) {
+        return std::current_exception();
+      }
+    }
+    return failure;  // not reached: both throw
+  }
+
+  CountedArguments countedArguments(const Plan& plan, const CountedCall& call, void* stream);
+
+  // run(), recording a failure (recordFailure).
+  void runRecordingFailure(const Plan& plan, const CallShape& shape, const CallBuffers& buffers, void* stream,
+                           const device::CallTable* table = nullptr) {
+    try {
+      run(plan, shape, buffers, stream, table);
+    } catch (...) {
+      recordFailure();
     }
     ++stats.launches;
   }
@@ -734,18 +797,18 @@ void Executor::execute(const Plan& plan, const void* input, void* output, uint64
                              {input, output, layout.inputBytes(), layout.outputBytes()}, stream);
 }
 
-void Executor::executeCounted(const Plan& plan, const CountedCall& call, void* stream) {
+// Checks a counted call's arguments (naming the bad one) and makes its table.
+CountedArguments Executor::Impl::countedArguments(const Plan& plan, const CountedCall& call, void* stream) {
   static_assert(sizeof(MessageEntry) == sizeof(device::CallEntry), "a MessageEntry is read as a device CallEntry");
-  std::lock_guard lock(impl_->mutex);
-  impl_->checkUsable();
-  Communicator& comm = *impl_->communicator;
+  Communicator& comm = *communicator;
   const auto rank = uint32_t(comm.rank());
   if (plan.collective != Collective::kAllToAllV) {
     throw invalid("plan: '" + plan.name + "' is a " + std::string(collectiveName(plan.collective)) +
                   " plan; executeCounted runs alltoallv plans, whose sizes come with the call");
   }
   checkWorldSize(plan, comm);
-  device::CallTable table{};
+  CountedArguments arguments;
+  device::CallTable& table = arguments.table;
   table.inputBytes = call.inputBytes;
   table.outputBytes = call.outputBytes;
   table.peers = plan.worldSize;
@@ -777,18 +840,101 @@ void Executor::executeCounted(const Plan& plan, const CountedCall& call, void* s
     throw invalid("output: overlaps the input, but alltoallv plans run out of place");
   }
   // An empty buffer still takes part in the exchange of registrations: a stand-in nobody writes.
-  CallBuffers buffers{call.input, call.output, call.inputBytes, call.outputBytes};
-  if (buffers.inputBytes == 0) std::tie(buffers.input, buffers.inputBytes) = impl_->standIn();
-  if (buffers.outputBytes == 0) std::tie(buffers.output, buffers.outputBytes) = impl_->standIn();
-  if (impl_->gpuSharers.size() > 1 && stream == nullptr) {
+  CallBuffers& buffers = arguments.buffers;
+  buffers = {call.input, call.output, call.inputBytes, call.outputBytes};
+  if (buffers.inputBytes == 0) std::tie(buffers.input, buffers.inputBytes) = standIn();
+  if (buffers.outputBytes == 0) std::tie(buffers.output, buffers.outputBytes) = standIn();
+  if (gpuSharers.size() > 1 && stream == nullptr) {
     throw invalid("stream: ranks sharing one GPU each need a stream of their own");
   }
-  if (impl_->backend->onGpu() && !impl_->gpuSharers.empty()) {
-    checkResidency(plan, impl_->gpuSharers,
-                   impl_->backend->maxResidentBlocks(plan.threadsPerBlock, DataType::kFloat32, ReduceOp::kSum), comm);
+  if (backend->onGpu() && !gpuSharers.empty()) {
+    checkResidency(plan, gpuSharers,
+                   backend->maxResidentBlocks(plan.threadsPerBlock, DataType::kFloat32, ReduceOp::kSum), comm);
   }
+  return arguments;
+}
+
+void Executor::executeCounted(const Plan& plan, const CountedCall& call, void* stream) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->checkUsable();
+  const CountedArguments arguments = impl_->countedArguments(plan, call, stream);
   // The ranks agree on the plan alone: every rank's sizes are its own.
-  impl_->runRecordingFailure(plan, {plan.contentHash, 0, DataType::kFloat32, ReduceOp::kSum}, buffers, stream, &table);
+  impl_->runRecordingFailure(plan, {plan.contentHash, 0, DataType::kFloat32, ReduceOp::kSum}, arguments.buffers, stream,
+                             &arguments.table);
+}
+
+void Executor::executeCountedGroup(std::span<const GroupedCountedCall> calls, void* stream) {
+  if (calls.size() > device::kMaxGroupedCalls) {
+    throw invalid("calls: " + std::to_string(calls.size()) + " calls; one launch takes at most " +
+                  std::to_string(device::kMaxGroupedCalls));
+  }
+  if (calls.size() == 1) {
+    calls[0].executor->executeCounted(*calls[0].plan, calls[0].call, stream);
+    return;
+  }
+  struct Item {
+    Impl* impl;
+    CountedArguments arguments;
+    Impl::PreparedCall prepared;
+  };
+  std::vector<std::unique_lock<std::timed_mutex>> locks;
+  std::vector<Item> items;
+  items.reserve(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const GroupedCountedCall& call = calls[i];
+    if (call.executor == nullptr || call.plan == nullptr) {
+      throw invalid("calls[" + std::to_string(i) + "]: null executor or plan");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (calls[j].executor == call.executor) {
+        throw invalid("calls[" + std::to_string(i) + "]: the executor of calls[" + std::to_string(j) +
+                      "] again; a group takes one call per executor");
+      }
+    }
+    if (call.plan->worldSize != 2) {
+      throw invalid("calls[" + std::to_string(i) + "]: plan '" + call.plan->name + "' is of " +
+                    std::to_string(call.plan->worldSize) + " ranks; a group takes calls of two-rank plans");
+    }
+    if (call.call.deviceEntries != nullptr) {
+      throw invalid("calls[" + std::to_string(i) + "].deviceEntries: a group takes entries given on the host");
+    }
+    if (call.plan->threadsPerBlock != calls[0].plan->threadsPerBlock) {
+      throw invalid("calls[" + std::to_string(i) + "]: plan '" + call.plan->name + "' has " +
+                    std::to_string(call.plan->threadsPerBlock) + " threads per block, calls[0]'s " +
+                    std::to_string(calls[0].plan->threadsPerBlock) + "; one launch has one block size");
+    }
+    // The calls' setups (each collective over its two ranks) in the order given: callers take their pairs
+    // in one global order, so that the first pair pending anywhere can always go on.
+    Impl& impl = *call.executor->impl_;
+    locks.emplace_back(impl.mutex);
+    impl.checkUsable();
+    Item& item = items.emplace_back(Item{&impl, impl.countedArguments(*call.plan, call.call, stream), {}});
+    try {
+      item.prepared = impl.prepare(*call.plan, {call.plan->contentHash, 0, DataType::kFloat32, ReduceOp::kSum},
+                                   item.arguments.buffers, stream);
+    } catch (...) {
+      impl.recordFailure();
+    }
+  }
+  std::vector<GroupedLaunch> group;
+  for (Item& item : items) group.push_back({item.impl->backend.get(), &item.prepared.program, &item.arguments.table});
+  try {
+    items[0].impl->backend->launchCountedGroup(group, items[0].prepared.threads, stream);
+  } catch (...) {
+    // Every member's calls are out of step now: each records the failure, explained by its own record.
+    const std::exception_ptr failure = std::current_exception();
+    std::exception_ptr first;
+    for (Item& item : items) {
+      const std::exception_ptr explained = item.impl->failureOfLaunch(failure);
+      if (!first) first = explained;
+    }
+    std::rethrow_exception(first);
+  }
+  for (Item& item : items) {
+    if (item.prepared.staged) item.impl->staging->stageOut();
+    ++item.impl->stats.launches;
+    ++item.impl->stats.groupedCalls;
+  }
 }
 
 namespace {

@@ -18,6 +18,7 @@
 #include "gpu.hpp"
 #include "gpu_sharing.hpp"
 #include "interpreter_kernels.hpp"
+#include "loom/device/pair_calls.hpp"
 #include "loom/device/scale.hpp"
 #include "loom/gpu_buffer.hpp"
 #include "reduce_dispatch.hpp"
@@ -38,6 +39,18 @@ __global__ void __launch_bounds__(1024, 1)
     interpretCounted(const __grid_constant__ device::Program program, const __grid_constant__ device::CallTable table) {
   startAfterPrecedingKernel();
   device::runBlock<NoReduction>(program, blockIdx.x, threadIdx.x, blockDim.x, &table);
+}
+
+// Counted calls of several executors in one launch (pair_calls.hpp): each block expands its call's table
+// into shared memory, once, and runs its block of that call's program.
+__global__ void __launch_bounds__(1024, 1) interpretPairCalls(const __grid_constant__ device::PairCalls group) {
+  startAfterPrecedingKernel();
+  __shared__ device::CallTable table;
+  const uint32_t call = device::pairCallOf(group, blockIdx.x);
+  if (threadIdx.x == 0) device::expandPairTable(group.calls[call], table);
+  __syncthreads();
+  device::runBlock<NoReduction>(group.calls[call].program, blockIdx.x - group.firstBlock[call], threadIdx.x, blockDim.x,
+                                &table);
 }
 
 // Whether calls launch with programmatic stream serialisation (above): on unless LOOM_PDL=0 (read first,
@@ -173,6 +186,43 @@ class GpuBackend final : public Backend {
     noteWork(static_cast<cudaStream_t>(stream));
   }
 
+  void launchCountedGroup(std::span<const GroupedLaunch> calls, uint32_t threads, void* stream) override {
+    if (calls.size() > device::kMaxGroupedCalls) {
+      throw Error(ErrorCategory::kInvalidArgument, "calls: a grouped launch takes at most " +
+                                                       std::to_string(device::kMaxGroupedCalls) + " calls, not " +
+                                                       std::to_string(calls.size()));
+    }
+    device::PairCalls group{};
+    group.count = uint32_t(calls.size());
+    uint32_t blocks = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const device::CallTable& table = *calls[i].table;
+      if (table.peers != 2 || table.entries != nullptr) {
+        throw Error(ErrorCategory::kInvalidArgument,
+                    "calls[" + std::to_string(i) + "]: a grouped launch takes two-rank calls with host entries");
+      }
+      device::PairCall& call = group.calls[i];
+      call.program = *calls[i].program;
+      for (uint32_t e = 0; e < device::kPairEntries; ++e) call.held[e] = table.held[e];
+      call.inputBytes = table.inputBytes;
+      call.outputBytes = table.outputBytes;
+      call.alignment = table.alignment;
+      group.firstBlock[i] = blocks;
+      blocks += call.program.blocks;
+    }
+    void* args[] = {&group};
+    const cudaError_t status = launchKernel(reinterpret_cast<const void*>(&interpretPairCalls), blocks, threads,
+                                            static_cast<cudaStream_t>(stream), overlapLaunches_, args);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      communicator_.deviceDiagnostics().check();
+      checkCuda(status, "launching the interpreter kernel of a send/recv group");
+    }
+    // The kernel is every member's work: each one's synchronize() waits for it.
+    for (const GroupedLaunch& call : calls)
+      static_cast<GpuBackend*>(call.backend)->noteWork(static_cast<cudaStream_t>(stream));
+  }
+
   void copy(void* dst, const void* src, uint64_t bytes, void* stream) override {
     checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
               "cudaMemcpyAsync (a call of one rank)");
@@ -205,6 +255,7 @@ class GpuBackend final : public Backend {
     };
     fewer(kernels.interpret);
     fewer(reinterpret_cast<const void*>(&interpretCounted));
+    fewer(reinterpret_cast<const void*>(&interpretPairCalls));
     if (threads <= device::kMaxInlineThreads) fewer(kernels.inlined);
     if (threads <= 512) fewer(kernels.narrow);
     int multiprocessors = 0;

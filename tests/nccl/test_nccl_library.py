@@ -526,6 +526,8 @@ def test_coverage_report_of_each_process(tmp_path: Path, capsys: pytest.CaptureF
             True,
         )
         assert child["rows"] == [{"call": "AllGather", "route": "loom", "reason": "plan", "calls": 1, "bytes": 40}]
+        # A kernel per Loom call: two all-reduces, the all-to-all and the send or receive; the split's all-gather.
+        assert (parent["launches"], child["launches"]) == (4, 1)
     # The aborted split's table, then the parent's at ncclCommDestroy, in each process's log.
     assert output.count("LOOM INFO coverage of comm 2 (ncclCommSplit of comm 1 (color 0, key") == 2, output
     assert (
@@ -545,7 +547,7 @@ def test_coverage_report_of_each_process(tmp_path: Path, capsys: pytest.CaptureF
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == (
         "2 processes, 4 communicators: Loom plans ran 10 of 16 calls between ranks (62.5%)"
-        " and 10160 of 13136 bytes (77.3%)"
+        " and 10160 of 13136 bytes (77.3%), in 10 launches"
     )
     assert [line.split() for line in printed[2:]] == [
         ["AllGather", "loom", "plan", "2", "80"],
@@ -859,11 +861,13 @@ def test_gather_and_scatter_run_over_send_and_recv(world: int, tmp_path: Path) -
     assert not {"ncclGather", "ncclScatter", "ncclSend", "ncclRecv"} & set(log), log
 
 
+@pytest.mark.parametrize("one_launch", [False, True])
 @pytest.mark.parametrize("world", [3, 4])
-def test_send_and_recv_on_more_ranks_run_over_links_of_two(world: int, tmp_path: Path) -> None:
+def test_send_and_recv_on_more_ranks_run_over_links_of_two(world: int, one_launch: bool, tmp_path: Path) -> None:
     """A ring exchange in one group (each rank sends to the next and receives from the previous), a pipeline
     of lone sends down the ranks, a group in which some ranks take no part and one pair moves two messages:
-    each pair gets a link of two ranks at its first message, and every call runs on Loom."""
+    each pair gets a link of two ranks at its first message, and every call runs on Loom. With
+    LOOM_P2P_ONE_LAUNCH=1 a group's rounds with several peers are one launch (Executor::executeCountedGroup)."""
     ring = ["group"]
     for rank in range(world):
         ring += [f"r{rank}@send:{100 + rank}:float32:{(rank + 1) % world}"]
@@ -874,9 +878,23 @@ def test_send_and_recv_on_more_ranks_run_over_links_of_two(world: int, tmp_path:
         pipeline += [f"r{stage}@send:64:int32:{stage + 1}", f"r{stage + 1}@recv:64:int32:{stage}:check"]
     partial = ["group", "r0@send:5:float32:2", "r0@send:6:int32:2", "r2@recv:5:float32:0:check"]
     partial += ["r2@recv:6:int32:0:check", "end"]
-    output = _drive(tmp_path, "threads", str(world), ";".join(ring + pipeline + partial))
+    stats = tmp_path / "coverage.json"
+    output = _drive(
+        tmp_path,
+        "threads",
+        str(world),
+        ";".join(ring + pipeline + partial),
+        LOOM_NCCL_STATS=str(stats),
+        LOOM_P2P_ONE_LAUNCH="1" if one_launch else "0",
+    )
     checks = [line for line in output.splitlines() if " check " in line]
     assert len(checks) == world + (world - 1) + 2, output
+    # The ring's send and receive go over two links: one launch together, else one each. Each lone send or
+    # receive of the pipeline is one, and the two messages of ranks 0 and 2 (two rounds of one link) one each.
+    launches = {c["rank"]: c["launches"] for c in json.loads(stats.read_text())["communicators"]}
+    ring_launches = 1 if one_launch else 2
+    expected = {rank: ring_launches + (rank < world - 1) + (rank > 0) + 2 * (rank in (0, 2)) for rank in range(world)}
+    assert launches == expected, (launches, output)
     assert all(line.endswith("check ok") for line in checks), output
     assert "point_to_point_link" not in output or "forwarded" not in output, output
     log = [line.split()[1] for line in _fake_log(tmp_path)]
@@ -921,6 +939,17 @@ def test_a_malformed_loom_p2p_packet_bytes_is_refused_naming_it(tmp_path: Path) 
         env=_env(tmp_path, LOOM_P2P_PACKET_BYTES="2MiB"),
     )
     assert "LOOM_P2P_PACKET_BYTES='2MiB': expected a byte count from 0 (off) to 1048576" in done.stdout + done.stderr
+
+
+def test_a_malformed_loom_p2p_one_launch_is_refused_naming_it(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(_built(DRIVER)), "threads", "3", "r0@send:4:float32:1;r1@recv:4:float32:0"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env=_env(tmp_path, LOOM_P2P_ONE_LAUNCH="maybe"),
+    )
+    assert "LOOM_P2P_ONE_LAUNCH='maybe': expected 1/0, true/false, yes/no or on/off" in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("world", [2, 3])

@@ -55,6 +55,7 @@ def check_report(document: Any, origin: str) -> None:
 class Coverage:
     processes: int = 0
     communicators: int = 0
+    launches: int = 0  # kernels Loom launched for its calls
     rows: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)  # (call, route, reason) -> [calls, bytes]
 
     def add(self, call: str, route: str, reason: str, calls: int, nbytes: int) -> None:
@@ -87,6 +88,7 @@ def read_coverage(paths: Iterable[str | Path]) -> Coverage:
         coverage.processes += 1
         for communicator in document["communicators"]:
             coverage.communicators += 1
+            coverage.launches += communicator.get("launches", 0)
             for row in communicator["rows"]:
                 coverage.add(row["call"], row["route"], row["reason"], row["calls"], row["bytes"])
     return coverage
@@ -104,7 +106,8 @@ def format_coverage(coverage: Coverage) -> str:
         f"{_counted(coverage.processes, 'process', 'processes')},"
         f" {_counted(coverage.communicators, 'communicator', 'communicators')}:"
         f" Loom plans ran {loom_calls} of {calls} calls between ranks"
-        f" ({100 * calls_share:.1f}%) and {loom_bytes} of {nbytes} bytes ({100 * bytes_share:.1f}%)",
+        f" ({100 * calls_share:.1f}%) and {loom_bytes} of {nbytes} bytes ({100 * bytes_share:.1f}%),"
+        f" in {_counted(coverage.launches, 'launch', 'launches')}",
         f"{'call':<14} {'route':<11} {'reason':<26} {'calls':>10} {'bytes':>16}",
     ]
     for (call, route, reason), (row_calls, row_bytes) in sorted(coverage.rows.items()):

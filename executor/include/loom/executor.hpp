@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "loom/communicator.hpp"
@@ -39,6 +40,7 @@ struct ExecutorStats {
   uint64_t freedBufferContextsDropped = 0;  // contexts dropped because a rank had freed a buffer they use
   uint64_t bufferExchanges = 0;  // calls of plans bound to user buffers that exchanged where every rank's are
   uint64_t windowCalls = 0;      // and calls that found them in symmetric windows instead (no exchange once set up)
+  uint64_t groupedCalls = 0;     // counted calls launched together with other executors' (executeCountedGroup)
 };
 
 // Bytes of one rank's output for a call whose input is `messageBytes` (n x for all-gather, 1/n for
@@ -67,6 +69,15 @@ struct CountedCall {
   const MessageEntry* deviceEntries = nullptr;
 };
 
+class Executor;
+
+// One call of Executor::executeCountedGroup.
+struct GroupedCountedCall {
+  Executor* executor = nullptr;
+  const Plan* plan = nullptr;
+  CountedCall call;
+};
+
 class Executor {
  public:
   // With `shareProxyOf` (the executor of the communicator this one was split from, on the same GPU),
@@ -87,6 +98,14 @@ class Executor {
   // go straight into each receiver's output. Errors name the argument and entry; a send whose bytes differ
   // from what its receiver posted stops the call with an error naming both ranks and both sizes.
   void executeCounted(const Plan& plan, const CountedCall& call, void* stream = nullptr);
+
+  // Counted calls of two-rank plans on different executors of this rank (the NCCL library's links: one per
+  // peer of a send/recv group), set up in the order given and run as one launch on `stream`: on the GPU one
+  // kernel of every call's blocks; on the CPU backend the calls run side by side. Each is collective over its
+  // own two ranks, as executeCounted is. At most 16 calls, whose plans have one number of threads per block,
+  // entries given on the host. Every rank orders its calls alike (by the pair's ranks, say), so that setups
+  // never wait in a cycle. A failure leaves every executor of the group refusing later calls.
+  static void executeCountedGroup(std::span<const GroupedCountedCall> calls, void* stream = nullptr);
 
   // Collective: registers this rank's `bytes` at `base` as a symmetric window (like ncclCommWindowRegister with
   // NCCL_WIN_COLL_SYMMETRIC): every rank registers a window of the same bytes at the same call, and uses it at

@@ -17,8 +17,10 @@ def _row(call: str, route: str, reason: str, calls: int, nbytes: int) -> dict:
     return {"call": call, "route": route, "reason": reason, "calls": calls, "bytes": nbytes}
 
 
-def _communicator(serial: int, rank: int, rows: list[dict], origin: str = "ncclCommInitRank") -> dict:
-    return {
+def _communicator(
+    serial: int, rank: int, rows: list[dict], origin: str = "ncclCommInitRank", launches: int | None = None
+) -> dict:
+    communicator = {
         "serial": serial,
         "origin": origin,
         "rank": rank,
@@ -27,6 +29,9 @@ def _communicator(serial: int, rank: int, rows: list[dict], origin: str = "ncclC
         "closed": serial == 1,
         "rows": rows,
     }
+    if launches is not None:  # files written before the field was added lack it
+        communicator["launches"] = launches
+    return communicator
 
 
 def _report(pid: int, communicators: list[dict]) -> dict:
@@ -51,7 +56,7 @@ def job(tmp_path: Path) -> list[Path]:
         ]
         split = [_row("AllGather", "loom", "plan", 7, 70_000), _row("Reduce", "nccl", "no_loom_collective", 1, 64)]
         communicators = [
-            _communicator(1, rank, default),
+            _communicator(1, rank, default, launches=90 + rank),
             _communicator(2, rank, split, origin=f"ncclCommSplit of comm 1 (color 0, key {rank})"),
         ]
         files.append(_write(tmp_path, f"coverage.node1.{100 + rank}.json", _report(100 + rank, communicators)))
@@ -75,7 +80,7 @@ def test_sums_every_communicator_of_every_process(job: list[Path]) -> None:
     lines = format_coverage(coverage).splitlines()
     assert lines[0] == (
         "2 processes, 4 communicators: Loom plans ran 195 of 201 calls between ranks (97.0%)"
-        " and 18140000 of 18142128 bytes (100.0%)"
+        " and 18140000 of 18142128 bytes (100.0%), in 181 launches"
     )
     assert lines[1].split() == ["call", "route", "reason", "calls", "bytes"]
     assert [line.split() for line in lines[2:]] == [
