@@ -877,43 +877,48 @@ void Executor::executeCountedGroup(std::span<const GroupedCountedCall> calls, vo
     CountedArguments arguments;
     Impl::PreparedCall prepared;
   };
-  std::vector<std::unique_lock<std::timed_mutex>> locks;
-  std::vector<Item> items;
-  items.reserve(calls.size());
+  // Every argument is checked before any call is set up: a set-up is collective over its pair, and a
+  // refusal after it would leave that peer waiting.
   for (size_t i = 0; i < calls.size(); ++i) {
     const GroupedCountedCall& call = calls[i];
-    if (call.executor == nullptr || call.plan == nullptr) {
-      throw invalid("calls[" + std::to_string(i) + "]: null executor or plan");
-    }
+    const std::string which = "calls[" + std::to_string(i) + "]";
+    if (call.executor == nullptr || call.plan == nullptr) throw invalid(which + ": null executor or plan");
     for (size_t j = 0; j < i; ++j) {
       if (calls[j].executor == call.executor) {
-        throw invalid("calls[" + std::to_string(i) + "]: the executor of calls[" + std::to_string(j) +
+        throw invalid(which + ": the executor of calls[" + std::to_string(j) +
                       "] again; a group takes one call per executor");
       }
     }
     if (call.plan->worldSize != 2) {
-      throw invalid("calls[" + std::to_string(i) + "]: plan '" + call.plan->name + "' is of " +
-                    std::to_string(call.plan->worldSize) + " ranks; a group takes calls of two-rank plans");
+      throw invalid(which + ": plan '" + call.plan->name + "' is of " + std::to_string(call.plan->worldSize) +
+                    " ranks; a group takes calls of two-rank plans");
     }
-    if (call.call.deviceEntries != nullptr) {
-      throw invalid("calls[" + std::to_string(i) + "].deviceEntries: a group takes entries given on the host");
-    }
+    if (call.call.deviceEntries != nullptr)
+      throw invalid(which + ".deviceEntries: a group takes entries given on the host");
     if (call.plan->threadsPerBlock != calls[0].plan->threadsPerBlock) {
-      throw invalid("calls[" + std::to_string(i) + "]: plan '" + call.plan->name + "' has " +
-                    std::to_string(call.plan->threadsPerBlock) + " threads per block, calls[0]'s " +
-                    std::to_string(calls[0].plan->threadsPerBlock) + "; one launch has one block size");
+      throw invalid(which + ": plan '" + call.plan->name + "' has " + std::to_string(call.plan->threadsPerBlock) +
+                    " threads per block, calls[0]'s " + std::to_string(calls[0].plan->threadsPerBlock) +
+                    "; one launch has one block size");
     }
-    // The calls' setups (each collective over its two ranks) in the order given: callers take their pairs
-    // in one global order, so that the first pair pending anywhere can always go on.
+  }
+  std::vector<std::unique_lock<std::timed_mutex>> locks;
+  std::vector<Item> items;
+  items.reserve(calls.size());
+  for (const GroupedCountedCall& call : calls) {
     Impl& impl = *call.executor->impl_;
     locks.emplace_back(impl.mutex);
     impl.checkUsable();
-    Item& item = items.emplace_back(Item{&impl, impl.countedArguments(*call.plan, call.call, stream), {}});
+    items.push_back(Item{&impl, impl.countedArguments(*call.plan, call.call, stream), {}});
+  }
+  // The calls' set-ups (each collective over its two ranks) in the order given: callers take their pairs in
+  // one global order, so that the first pair pending anywhere can always go on.
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Plan& plan = *calls[i].plan;
     try {
-      item.prepared = impl.prepare(*call.plan, {call.plan->contentHash, 0, DataType::kFloat32, ReduceOp::kSum},
-                                   item.arguments.buffers, stream);
+      items[i].prepared = items[i].impl->prepare(plan, {plan.contentHash, 0, DataType::kFloat32, ReduceOp::kSum},
+                                                 items[i].arguments.buffers, stream);
     } catch (...) {
-      impl.recordFailure();
+      items[i].impl->recordFailure();
     }
   }
   std::vector<GroupedLaunch> group;

@@ -930,26 +930,24 @@ def test_small_rounds_take_the_packet_plan_under_loom_p2p_packet_bytes(world: in
     assert "ncclSend" not in log and "ncclRecv" not in log, log
 
 
-def test_a_malformed_loom_p2p_packet_bytes_is_refused_naming_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("variable", "value", "refusal"),
+    [
+        ("LOOM_P2P_PACKET_BYTES", "2MiB", "expected a byte count from 0 (off) to 1048576"),
+        ("LOOM_P2P_ONE_LAUNCH", "maybe", "expected 1/0, true/false, yes/no or on/off"),
+    ],
+)
+def test_a_malformed_point_to_point_setting_is_refused_naming_it(
+    variable: str, value: str, refusal: str, tmp_path: Path
+) -> None:
     done = subprocess.run(
         [str(_built(DRIVER)), "threads", "2", "r0@send:4:float32:1;r1@recv:4:float32:0"],
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
-        env=_env(tmp_path, LOOM_P2P_PACKET_BYTES="2MiB"),
+        env=_env(tmp_path, **{variable: value}),
     )
-    assert "LOOM_P2P_PACKET_BYTES='2MiB': expected a byte count from 0 (off) to 1048576" in done.stdout + done.stderr
-
-
-def test_a_malformed_loom_p2p_one_launch_is_refused_naming_it(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [str(_built(DRIVER)), "threads", "3", "r0@send:4:float32:1;r1@recv:4:float32:0"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        env=_env(tmp_path, LOOM_P2P_ONE_LAUNCH="maybe"),
-    )
-    assert "LOOM_P2P_ONE_LAUNCH='maybe': expected 1/0, true/false, yes/no or on/off" in done.stdout + done.stderr
+    assert f"{variable}='{value}': {refusal}" in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("world", [2, 3])
