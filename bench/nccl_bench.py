@@ -193,8 +193,9 @@ def run_torch(args: argparse.Namespace, side: Side) -> dict:
         return json.loads(out.read_text())
 
 
-def run_nccl_tests(args: argparse.Namespace, side: Side) -> list[dict]:
-    program = Path(args.nccl_tests) / "all_reduce_perf"
+def run_nccl_tests(args: argparse.Namespace, side: Side, name: str = "all_reduce_perf") -> list[dict]:
+    """One run of nccl-tests' program `name` (from args.nccl_tests) on `side`: its result rows."""
+    program = Path(args.nccl_tests) / name
     env = {**os.environ, **side.env}
     command = [str(program), "-b", str(args.min_bytes), "-e", str(args.max_bytes), "-f", "2", "-c", "1"]
     if args.mpi:
@@ -207,6 +208,12 @@ def run_nccl_tests(args: argparse.Namespace, side: Side) -> list[dict]:
         command += ["-g", str(args.nproc)]
     output = subprocess.run(command, check=True, env=env, capture_output=True, text=True, timeout=3600).stdout
     side.check_routes("nccl-tests")
+    return nccl_tests_rows(output)
+
+
+def nccl_tests_rows(output: str) -> list[dict]:
+    """nccl-tests' result rows: bytes, and per side of the table (out of place, in place) the time and the
+    wrong elements it counted (N/A where it checks nothing)."""
     rows = []
     for line in output.splitlines():
         fields = line.split()

@@ -20,8 +20,10 @@
 #   scripts/multi_gpu_run.sh p2p-check   # send/recv through the library: torch pipeline, MoE, nccl-tests (issue 39)
 #   scripts/multi_gpu_run.sh faults      # abort, a killed rank, recovery on GPUs; a killed rank under torch (issue 41)
 #   scripts/multi_gpu_run.sh p2p         # bench/p2p_bench.py: send/recv, exchange and all-to-all-v, NCCL beside the library
-#   scripts/multi_gpu_run.sh mscclpp     # MSCCL++ built offline (scripts/mscclpp_build.sh), its NCCL library a peer in bench/peers.py,
-#                                        # its executor beside Loom's on its own plan files (bench/executor_peers.py)
+#   scripts/multi_gpu_run.sh mscclpp     # MSCCL++ built offline (scripts/mscclpp_build.sh, 2.5 min on an H200 host), its NCCL
+#                                        # library a peer in bench/peers.py and under nccl-tests (bench/nccl_tests_peers.py),
+#                                        # its executor beside Loom's on its own plan files (bench/executor_peers.py); more
+#                                        # than one call holds: SKIP_STEPS picks the steps of each (the build is kept while warm)
 #   scripts/multi_gpu_run.sh split-latency # bench/nccl_split_latency.py: parent and split through the NCCL API, no torch.distributed
 #   scripts/multi_gpu_run.sh profile     # bench/kernel_profile.sh: the 1 KiB all-reduce kernel, generic and fast
 #   scripts/multi_gpu_run.sh fast        # fast path: bit for bit, drift, API, sanitizers; graph replay to 1 MiB
@@ -298,6 +300,9 @@ case $stage in
     [ -e "$lib" ] && step peers_mscclpp 300 env MSCCLPP_NCCL_LIB_PATH="$nccl_lib" torchrun --nproc-per-node "$gpus" \
       bench/peers.py --out "$out/peers_mscclpp.json" --nccl-api "mscclpp=$lib" \
       ${PEERS_ARGS:---max-bytes 67108864 --modes graph}
+    # nccl-tests over NCCL, libloom_nccl.so and libmscclpp_nccl.so in turns (0 wrong, and the times).
+    [ -e "$lib" ] && step nccl_tests_mscclpp 360 python3 bench/nccl_tests_peers.py --nproc "$gpus" --mscclpp "$lib" \
+      --out "$out/nccl_tests_peers.json" ${NCCL_TESTS_PEERS_ARGS:---max-bytes 268435456 --rounds 1}
     # Interpreter against interpreter: MSCCL++'s executor_test and Loom on the same MSCCL++ plan files.
     driver=$(find build-mscclpp/build -name executor_test -type f -perm -u+x 2>/dev/null | head -n 1)
     plans=$(ls build-mscclpp/src/test/execution-files/*.json 2>/dev/null | paste -sd, -)
