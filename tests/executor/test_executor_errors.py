@@ -148,6 +148,7 @@ def test_second_call_with_same_buffers_builds_nothing():
         "freed_buffer_contexts_dropped": 0,
         "buffer_exchanges": 5,  # rs_ag writes into the peers' buffers: every eager call says where its are
         "window_calls": 0,  # no symmetric windows
+        "grouped_calls": 0,  # no send/recv group of several peers
     }
     assert stats["generic_transfers"] > 0
     assert np.array_equal(target, np.full(1024, 2, np.float32))
