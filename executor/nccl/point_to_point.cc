@@ -13,6 +13,7 @@
 
 #include "goodbye_at_exit.hpp"
 #include "jit_plans.hpp"
+#include "log.hpp"
 #include "loom/bootstrap_split.hpp"
 #include "loom/cache_dir.hpp"
 #include "loom/device/pair_calls.hpp"
@@ -200,6 +201,7 @@ void runRound(ncclComm& comm, const Round& round, const Plan& plan, cudaStream_t
 // A round of a group on a communicator of more than two ranks: over the link to its peer, with its plan.
 struct LinkRound {
   ncclComm* link;
+  int peer;  // in the group's communicator
   Round round;
   std::shared_ptr<const Plan> plan;
 };
@@ -224,15 +226,24 @@ void runLinkRounds(ncclComm& comm, const std::vector<LinkRound>& rounds) {
   for (const LinkRound& r : rounds)
     calls.push_back({r.link->executor.get(), r.plan.get(), countedCallOf(*r.link, r.round)});
   countLaunches(comm, 1);
-  if (comm.settings.cpuBackend) {
-    Executor::executeCountedGroup(calls, nullptr);
-    return;
+  std::vector<cudaStream_t> streams{nullptr};  // the CPU backend's launches take none
+  if (!comm.settings.cpuBackend) {
+    std::vector<const Round*> each;
+    for (const LinkRound& r : rounds) each.push_back(&r.round);
+    streams = callStreams(each);
+    for (cudaStream_t callStream : streams) follow(comm, streams[0], callStream);
   }
-  std::vector<const Round*> each;
-  for (const LinkRound& r : rounds) each.push_back(&r.round);
-  const std::vector<cudaStream_t> streams = callStreams(each);
-  for (cudaStream_t callStream : streams) follow(comm, streams[0], callStream);
+  // TRACE: when a rank's launch was made, to tell a rank that never launched from one whose kernel waits.
+  const bool trace = logEnabled(LogLevel::kTrace);
+  std::string group;
+  if (trace) {
+    group = "rank " + std::to_string(comm.rank) + ": one launch with ranks";
+    for (const LinkRound& r : rounds) group += " " + std::to_string(r.peer);
+    logLine(LogLevel::kTrace, comm.cudaDevice, group + ": setting up");
+  }
   Executor::executeCountedGroup(calls, streams[0]);
+  if (trace) logLine(LogLevel::kTrace, comm.cudaDevice, group + ": launched");
+  if (comm.settings.cpuBackend) return;
   for (cudaStream_t callStream : streams) follow(comm, callStream, streams[0]);
 }
 
@@ -342,7 +353,7 @@ std::vector<const PendingCall*> runOverLinks(ncclComm& comm, const std::vector<c
       for (const PendingCall* call : {round.send, round.recv}) {
         if (call) noteCall(comm, call->info, decision);
       }
-      byIndex[k].push_back({&link, round, std::move(plan)});
+      byIndex[k].push_back({&link, peer, round, std::move(plan)});
     }
   }
   for (const std::vector<LinkRound>& kth : byIndex) {

@@ -218,9 +218,18 @@ def test_send_recv_rounds_up_to_the_packet_capacity_take_the_packet_plan(nccl_te
         "64K",
         tmp_path,
         cache="packet-cache",
-        extra_environment={"LOOM_P2P_PACKET_BYTES": "65536", "LOOM_NCCL_STATS": str(tmp_path / "coverage.json")},
+        extra_environment={
+            "LOOM_P2P_PACKET_BYTES": "65536",
+            "LOOM_NCCL_STATS": str(tmp_path / "coverage.json"),
+            # One launch: each rank's "setting up" and "launched" lines say which ranks launched the last call.
+            **({"LOOM_NCCL_DEBUG": "TRACE"} if one_launch else {}),
+        },
     )
     report = failure_report(output, logs)
+    if one_launch and not output.endswith("exit status 0"):
+        report += "\n--- the last launches ---\n" + "\n".join(
+            [line for line in logs.splitlines() if "one launch with" in line][-32:]
+        )
     print(output)
     assert output.endswith("exit status 0") and "Out of bounds values : 0 OK" in output, report
     rows = nccl_tests_rows(output)
