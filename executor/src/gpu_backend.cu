@@ -43,7 +43,8 @@ __global__ void __launch_bounds__(1024, 1)
 
 // Counted calls of several executors in one launch (pair_calls.hpp): each block expands its call's table
 // into shared memory, once, and runs its block of that call's program.
-__global__ void __launch_bounds__(1024, 1) interpretPairCalls(const __grid_constant__ device::PairCalls group) {
+template <uint32_t kCalls>
+__global__ void __launch_bounds__(1024, 1) interpretPairCalls(const __grid_constant__ device::PairCalls<kCalls> group) {
   startAfterPrecedingKernel();
   __shared__ device::CallTable table;
   const uint32_t call = device::pairCallOf(group, blockIdx.x);
@@ -192,27 +193,9 @@ class GpuBackend final : public Backend {
                                                        std::to_string(device::kMaxGroupedCalls) + " calls, not " +
                                                        std::to_string(calls.size()));
     }
-    device::PairCalls group{};
-    group.count = uint32_t(calls.size());
-    uint32_t blocks = 0;
-    for (size_t i = 0; i < calls.size(); ++i) {
-      const device::CallTable& table = *calls[i].table;
-      if (table.peers != 2 || table.entries != nullptr) {
-        throw Error(ErrorCategory::kInvalidArgument,
-                    "calls[" + std::to_string(i) + "]: a grouped launch takes two-rank calls with host entries");
-      }
-      device::PairCall& call = group.calls[i];
-      call.program = *calls[i].program;
-      for (uint32_t e = 0; e < device::kPairEntries; ++e) call.held[e] = table.held[e];
-      call.inputBytes = table.inputBytes;
-      call.outputBytes = table.outputBytes;
-      call.alignment = table.alignment;
-      group.firstBlock[i] = blocks;
-      blocks += call.program.blocks;
-    }
-    void* args[] = {&group};
-    const cudaError_t status = launchKernel(reinterpret_cast<const void*>(&interpretPairCalls), blocks, threads,
-                                            static_cast<cudaStream_t>(stream), overlapLaunches_, args);
+    const cudaError_t status = calls.size() <= device::kFewGroupedCalls
+                                   ? launchPairCalls<device::kFewGroupedCalls>(calls, threads, stream)
+                                   : launchPairCalls<device::kMaxGroupedCalls>(calls, threads, stream);
     if (status != cudaSuccess) {
       cudaGetLastError();
       communicator_.deviceDiagnostics().check();
@@ -255,7 +238,8 @@ class GpuBackend final : public Backend {
     };
     fewer(kernels.interpret);
     fewer(reinterpret_cast<const void*>(&interpretCounted));
-    fewer(reinterpret_cast<const void*>(&interpretPairCalls));
+    fewer(reinterpret_cast<const void*>(&interpretPairCalls<device::kFewGroupedCalls>));
+    fewer(reinterpret_cast<const void*>(&interpretPairCalls<device::kMaxGroupedCalls>));
     if (threads <= device::kMaxInlineThreads) fewer(kernels.inlined);
     if (threads <= 512) fewer(kernels.narrow);
     int multiprocessors = 0;
@@ -270,6 +254,32 @@ class GpuBackend final : public Backend {
   }
 
  private:
+  // One launch of `calls` (at most kCalls) in a PairCalls<kCalls> kernel.
+  template <uint32_t kCalls>
+  cudaError_t launchPairCalls(std::span<const GroupedLaunch> calls, uint32_t threads, void* stream) {
+    device::PairCalls<kCalls> group{};
+    group.count = uint32_t(calls.size());
+    uint32_t blocks = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const device::CallTable& table = *calls[i].table;
+      if (table.peers != 2 || table.entries != nullptr) {
+        throw Error(ErrorCategory::kInvalidArgument,
+                    "calls[" + std::to_string(i) + "]: a grouped launch takes two-rank calls with host entries");
+      }
+      device::PairCall& call = group.calls[i];
+      call.program = *calls[i].program;
+      for (uint32_t e = 0; e < device::kPairEntries; ++e) call.held[e] = table.held[e];
+      call.inputBytes = table.inputBytes;
+      call.outputBytes = table.outputBytes;
+      call.alignment = table.alignment;
+      group.firstBlock[i] = blocks;
+      blocks += call.program.blocks;
+    }
+    void* args[] = {&group};
+    return launchKernel(reinterpret_cast<const void*>(&interpretPairCalls<kCalls>), blocks, threads,
+                        static_cast<cudaStream_t>(stream), overlapLaunches_, args);
+  }
+
   // Marks the end of this backend's work so far on `stream`, for synchronize() with ranks sharing the GPU.
   // Work captured into a graph is not marked: it runs when the graph is launched, which the caller does.
   void noteWork(cudaStream_t stream) {

@@ -15,6 +15,9 @@
 namespace loom::device {
 
 inline constexpr uint32_t kMaxGroupedCalls = 16;  // the links of a 17-rank communicator's all-to-all
+// Groups of up to this many calls take a kernel whose parameters stay under 4 KiB (the size kernel
+// parameters had before CUDA 12.1), which the launch copies faster.
+inline constexpr uint32_t kFewGroupedCalls = 4;
 inline constexpr uint32_t kPairEntries = 4;
 
 struct PairCall {
@@ -25,14 +28,18 @@ struct PairCall {
   uint32_t alignment;
 };
 
+template <uint32_t kCalls>
 struct PairCalls {
   uint32_t count;
-  uint32_t firstBlock[kMaxGroupedCalls];
-  PairCall calls[kMaxGroupedCalls];
+  uint32_t firstBlock[kCalls];
+  PairCall calls[kCalls];
 };
 
+static_assert(sizeof(PairCalls<kFewGroupedCalls>) <= 4096, "a few calls' parameters stay under 4 KiB");
+
 // The call that block `block` of the launch belongs to.
-LOOM_HOST_DEVICE uint32_t pairCallOf(const PairCalls& group, uint32_t block) {
+template <uint32_t kCalls>
+LOOM_HOST_DEVICE uint32_t pairCallOf(const PairCalls<kCalls>& group, uint32_t block) {
   uint32_t call = 0;
   while (call + 1 < group.count && block >= group.firstBlock[call + 1]) ++call;
   return call;
