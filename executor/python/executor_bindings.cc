@@ -83,6 +83,37 @@ void bindExecutor(py::module_& module) {
           "One counted call (an alltoallv plan) on buffers given by address: sends[p] and receives[q] are "
           "(byte offset, bytes) per rank, or device_entries the address of 2 x world size such uint64 pairs "
           "(sends, then receives) that the kernel reads when it runs.")
+      .def_static(
+          "execute_counted_group",
+          [](const std::vector<py::tuple>& calls, uint64_t stream) {
+            std::vector<GroupedCountedCall> group;
+            for (size_t i = 0; i < calls.size(); ++i) {
+              const py::tuple& t = calls[i];
+              if (t.size() != 8) {
+                throw py::value_error("calls[" + std::to_string(i) +
+                                      "]: expected (executor, plan, input, input_bytes, output, output_bytes, sends, "
+                                      "receives)");
+              }
+              GroupedCountedCall call;
+              call.executor = t[0].cast<Executor*>();
+              call.plan = t[1].cast<const Plan*>();
+              call.call.input = reinterpret_cast<const void*>(t[2].cast<uint64_t>());
+              call.call.inputBytes = t[3].cast<uint64_t>();
+              call.call.output = reinterpret_cast<void*>(t[4].cast<uint64_t>());
+              call.call.outputBytes = t[5].cast<uint64_t>();
+              for (const auto& [offset, bytes] : t[6].cast<std::vector<std::pair<uint64_t, uint64_t>>>())
+                call.call.sends.push_back({offset, bytes});
+              for (const auto& [offset, bytes] : t[7].cast<std::vector<std::pair<uint64_t, uint64_t>>>())
+                call.call.receives.push_back({offset, bytes});
+              group.push_back(std::move(call));
+            }
+            py::gil_scoped_release release;
+            Executor::executeCountedGroup(group, reinterpret_cast<void*>(stream));
+          },
+          py::arg("calls"), py::arg("stream") = 0,
+          "Counted calls of two-rank plans on different executors of this rank as one launch "
+          "(Executor::executeCountedGroup): each call (executor, plan, input, input_bytes, output, output_bytes, "
+          "sends, receives), buffers by address.")
       .def(
           "copy_local",
           [](Executor& executor, uint64_t input, uint64_t output, uint64_t bytes, uint64_t stream) {
