@@ -151,6 +151,18 @@ def test_all_to_all_v_eagerly_and_in_cuda_graphs_on_one_gpu(world, tmp_path):
     _run([str(GPU_CHECKS / "alltoallv_check.py"), "--share-gpu", str(world)], LOOM_CACHE_DIR=str(tmp_path))
 
 
+@pytest.mark.parametrize("separate", [False, True], ids=["one_launch", "separate"])
+@pytest.mark.parametrize("plan", ["packet", "pair"])
+@pytest.mark.parametrize("world", [4, 8])
+def test_counted_group_ring_with_ranks_drifting_apart(world, plan, separate):
+    # Each rank's two pairs in one launch per call (Executor.execute_counted_group), or, to compare, a launch
+    # each on streams of their own; ranks sleep at random before some calls (docs/testing.md says why).
+    _run(
+        [str(GPU_CHECKS / "counted_group_check.py"), "--share-gpu", str(world), "--plan", plan]
+        + (["--separate"] if separate else [])
+    )
+
+
 @pytest.mark.parametrize("world", [2, 3])
 def test_all_to_all_v_in_packets_is_clean_under_memcheck(world, tmp_path):
     # The packet plan writes a count packet and the entry's packets into fixed scratch regions: none may
