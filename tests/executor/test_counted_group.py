@@ -14,8 +14,10 @@ from loom.compiler.driver import compile_algorithm
 
 _native = pytest.importorskip("loom._native", reason="the native module is not built")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loom  # noqa: E402
 from loom.errors import InvalidArgumentError  # noqa: E402
+from pair_communicators import pair_communicators  # noqa: E402
 from rank_threads import run_local_ranks  # noqa: E402
 
 
@@ -44,16 +46,11 @@ def _call(executor, plan, source, target, sends, receives):
 
 def test_a_ring_over_three_ranks_runs_each_ranks_two_pairs_in_one_group():
     world, plan = 3, _plan()
-    pairs = [(a, b) for a in range(world) for b in range(a + 1, world)]  # one global order
 
     def body(bootstrap):
         comm = loom.Communicator(bootstrap, host_only=True)
         rank = comm.rank
-        mine = {}
-        for pair in pairs:  # every rank takes part in every split; the pair's members get its communicator
-            split = comm.split(0 if rank in pair else None)
-            if split is not None:
-                mine[pair] = split
+        mine = pair_communicators(comm)
         to, frm = (rank + 1) % world, (rank - 1) % world
         for count in (1, 37, 1000, 4096):
             source = np.arange(count, dtype=np.float32) + 1000 * rank

@@ -24,7 +24,9 @@ from loom import _native
 from loom.compiler.driver import compile_algorithm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ranks  # noqa: E402
+from pair_communicators import pair_communicators  # noqa: E402
 
 SIZES = [4, 100, 1024, 4099, 16384]  # float32 elements: 16 B to 64 KiB, odd ones too
 
@@ -41,12 +43,7 @@ def check_rank(bootstrap, kind: str, calls: int, separate: bool) -> int:
     comm = loom.Communicator(bootstrap)
     world, rank = comm.world_size, comm.rank
     plan = pair_plan(kind)
-    pairs = [(a, b) for a in range(world) for b in range(a + 1, world)]  # one global order
-    mine = {}
-    for pair in pairs:  # every rank takes part in every split; the pair's members get its communicator
-        split = comm.split(0 if rank in pair else None)
-        if split is not None:
-            mine[pair] = split
+    mine = pair_communicators(comm)
     to, frm = (rank + 1) % world, (rank - 1) % world
     used = sorted(pair for pair in mine if (to in pair or frm in pair))
     device = torch.device("cuda", torch.cuda.current_device())
