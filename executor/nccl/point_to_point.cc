@@ -169,7 +169,7 @@ CountedCall countedCallOf(const ncclComm& comm, const Round& round) {
   return call;
 }
 
-// The streams of `rounds`' calls, each once, in call order (a round's two calls are mostly on one).
+// The streams of a group's rounds' calls, each once, in call order (mostly one).
 std::vector<cudaStream_t> callStreams(const std::vector<const Round*>& rounds) {
   std::vector<cudaStream_t> streams;
   for (const Round* round : rounds) {
@@ -191,11 +191,15 @@ void runRound(ncclComm& comm, const Round& round, const Plan& plan, cudaStream_t
     comm.executor->executeCounted(plan, call, nullptr);
     return;
   }
-  const std::vector<cudaStream_t> streams = callStreams({&round});
+  // The calls' streams, each once (a round's two calls are mostly on one), null (the legacy default stream)
+  // included: no allocation on this path, which every send/recv of a pair takes.
+  cudaStream_t streams[2] = {(round.send ? round.send : round.recv)->stream, nullptr};
+  const int count = round.send && round.recv && round.recv->stream != streams[0] ? 2 : 1;
+  if (count == 2) streams[1] = round.recv->stream;
   cudaStream_t stream = linkStream != nullptr ? linkStream : streams[0];
-  for (cudaStream_t callStream : streams) follow(comm, stream, callStream);
+  for (int i = 0; i < count; ++i) follow(comm, stream, streams[i]);
   comm.executor->executeCounted(plan, call, stream);
-  for (cudaStream_t callStream : streams) follow(comm, callStream, stream);
+  for (int i = 0; i < count; ++i) follow(comm, streams[i], stream);
 }
 
 // A round of a group on a communicator of more than two ranks: over the link to its peer, with its plan.
