@@ -145,10 +145,17 @@ def _run(
     }
     command = [str(binary), "-b", low, "-e", high, "-f", factor, "-t", str(ranks), "-g", "1", "-c", "1", "-n", "2"]
     command += ["-w", "1"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=environment, check=False)
+    # LOOM_NCCL_TESTS_TIMEOUT_S: a shorter limit, to keep what a stalled run printed within one device call.
+    timeout = int(os.environ.get("LOOM_NCCL_TESTS_TIMEOUT_S", "400"))
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment, check=False)
+        output, status = done.stdout + done.stderr, str(done.returncode)
+    except subprocess.TimeoutExpired as stalled:
+        parts = (stalled.stdout, stalled.stderr)
+        printed = [part.decode() if isinstance(part, bytes) else part or "" for part in parts]
+        output, status = "".join(printed), f"none: still ran after {timeout} s"
     logs = "\n".join(path.read_text() for path in sorted(tmp_path.glob("loom.*.log")))
-    output = done.stdout + done.stderr
-    return output + _crash_functions(output) + f"\nexit status {done.returncode}", logs
+    return output + _crash_functions(output) + f"\nexit status {status}", logs
 
 
 def _crash_functions(output: str) -> str:
@@ -204,7 +211,16 @@ def test_three_ranks_compile_their_plans_at_group_end_and_report_nothing_wrong(n
     assert "forwarded to NCCL" not in logs, report
 
 
-def test_send_recv_rounds_up_to_the_packet_capacity_take_the_packet_plan(nccl_tests, tmp_path):
+# 8 ranks on one H200 stall (2026-11-29, both with a launch per round and with one per group): after some
+# sizes passed, both ends of a link waited for the other's packets of one call until the device timeout.
+# Not run by default, as it can take the stage's time; `pytest --runxfail` runs it (docs/testing.md).
+EIGHT_RANKS_STALL = pytest.mark.xfail(
+    run=False, reason="8 ranks sharing one GPU stall in sendrecv_perf (docs/testing.md, 'Send/recv on one GPU')"
+)
+
+
+@pytest.mark.parametrize("ranks", [4, pytest.param(8, marks=EIGHT_RANKS_STALL)])
+def test_send_recv_rounds_up_to_the_packet_capacity_take_the_packet_plan(nccl_tests, ranks, tmp_path):
     # sendrecv_perf: each rank sends to the next and receives from the previous, one group per call, so each
     # rank has two links (docs/nccl.md). With LOOM_P2P_PACKET_BYTES every round up to that size runs the eager
     # packet plan (alltoallv_packet, compiled on first use by each link's rank 0), in place (nccl-tests' -c
@@ -218,6 +234,7 @@ def test_send_recv_rounds_up_to_the_packet_capacity_take_the_packet_plan(nccl_te
         "64K",
         tmp_path,
         cache="packet-cache",
+        ranks=ranks,
         extra_environment={
             "LOOM_P2P_PACKET_BYTES": "65536",
             "LOOM_NCCL_STATS": str(tmp_path / "coverage.json"),

@@ -85,6 +85,9 @@ def check_rank(bootstrap, kind: str, calls: int, separate: bool) -> int:
         if not torch.equal(target, expected):
             print(f"[rank {rank}] FAIL call {call} ({count} elements): the ring's values differ", flush=True)
             failures += 1
+    # No rank tears down while a peer's last kernel may still write into its memory (ranks sharing a GPU
+    # share one process: a freed buffer is gone at once, and the peer's kernel faults).
+    bootstrap.barrier()
     print(
         f"[rank {rank}] {calls} calls of {kind}, {'separate launches' if separate else 'one launch'}: "
         f"{failures} failed",
