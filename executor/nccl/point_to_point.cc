@@ -182,10 +182,9 @@ std::vector<cudaStream_t> callStreams(const std::vector<const Round*>& rounds) {
   return streams;
 }
 
-// One round on `comm` (the communicator of two ranks, or a link). On a link's own stream (`linkStream`),
-// which first waits for the calls' streams and which they then wait for; else on the round's first
-// call's stream.
-void runRound(ncclComm& comm, const Round& round, const Plan& plan, cudaStream_t linkStream = nullptr) {
+// One round of the communicator of two ranks, on the round's first call's stream, which first waits for the
+// other call's stream and which it then waits for.
+void runRound(ncclComm& comm, const Round& round, const Plan& plan) {
   const CountedCall call = countedCallOf(comm, round);
   if (comm.settings.cpuBackend) {
     comm.executor->executeCounted(plan, call, nullptr);
@@ -196,10 +195,9 @@ void runRound(ncclComm& comm, const Round& round, const Plan& plan, cudaStream_t
   cudaStream_t streams[2] = {(round.send ? round.send : round.recv)->stream, nullptr};
   const int count = round.send && round.recv && round.recv->stream != streams[0] ? 2 : 1;
   if (count == 2) streams[1] = round.recv->stream;
-  cudaStream_t stream = linkStream != nullptr ? linkStream : streams[0];
-  for (int i = 0; i < count; ++i) follow(comm, stream, streams[i]);
-  comm.executor->executeCounted(plan, call, stream);
-  for (int i = 0; i < count; ++i) follow(comm, streams[i], stream);
+  if (count == 2) follow(comm, streams[0], streams[1]);
+  comm.executor->executeCounted(plan, call, streams[0]);
+  if (count == 2) follow(comm, streams[1], streams[0]);
 }
 
 // A round of a group on a communicator of more than two ranks: over the link to its peer, with its plan.
@@ -210,19 +208,42 @@ struct LinkRound {
   std::shared_ptr<const Plan> plan;
 };
 
+// The k-th rounds of a group's peers (peers ascending), one per link, on its link's stream, side by side:
+// every link's stream first waits for all the calls' streams, then each round launches, then the calls'
+// streams wait for every link. (Each link waiting for the calls' streams after the previous link's launch
+// would run them one after another, and chain each link's wait for its peer behind the one before.)
+void runRoundsSideBySide(ncclComm& comm, const std::vector<LinkRound>& rounds) {
+  countLaunches(comm, rounds.size());
+  if (comm.settings.cpuBackend) {
+    for (const LinkRound& r : rounds)
+      r.link->executor->executeCounted(*r.plan, countedCallOf(*r.link, r.round), nullptr);
+    return;
+  }
+  std::vector<const Round*> each;
+  for (const LinkRound& r : rounds) each.push_back(&r.round);
+  const std::vector<cudaStream_t> streams = callStreams(each);
+  for (const LinkRound& r : rounds) {
+    for (cudaStream_t callStream : streams) follow(*r.link, r.link->linkStream, callStream);
+  }
+  for (const LinkRound& r : rounds) {
+    r.link->executor->executeCounted(*r.plan, countedCallOf(*r.link, r.round), r.link->linkStream);
+  }
+  for (const LinkRound& r : rounds) {
+    for (cudaStream_t callStream : streams) follow(*r.link, callStream, r.link->linkStream);
+  }
+}
+
 // The k-th rounds of a group's peers (peers ascending), one per link: one launch on the first call's stream
 // (Executor::executeCountedGroup), which first waits for the other calls' streams and which they then wait
 // for. Rounds that do not fit one launch (plans of different block sizes: packets and not; more peers than
-// a launch takes) run each on its link's stream, side by side, as launches of one stream could wait for each
-// other across ranks.
+// a launch takes), and every round unless LOOM_P2P_ONE_LAUNCH is on, run side by side on their links' streams.
 void runLinkRounds(ncclComm& comm, const std::vector<LinkRound>& rounds) {
   const bool oneLaunch = comm.settings.p2pOneLaunch && rounds.size() <= device::kMaxGroupedCalls &&
                          std::all_of(rounds.begin(), rounds.end(), [&](const LinkRound& r) {
                            return r.plan->threadsPerBlock == rounds[0].plan->threadsPerBlock;
                          });
   if (!oneLaunch) {
-    for (const LinkRound& r : rounds) runRound(*r.link, r.round, *r.plan, r.link->linkStream);
-    countLaunches(comm, rounds.size());
+    runRoundsSideBySide(comm, rounds);
     return;
   }
   std::vector<GroupedCountedCall> calls;
