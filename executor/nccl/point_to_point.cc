@@ -225,9 +225,18 @@ void runRoundsSideBySide(ncclComm& comm, const std::vector<LinkRound>& rounds) {
   for (const LinkRound& r : rounds) {
     for (cudaStream_t callStream : streams) follow(*r.link, r.link->linkStream, callStream);
   }
+  // TRACE: when a rank's launches were made, to tell a rank that never launched from one whose kernel waits.
+  const bool trace = logEnabled(LogLevel::kTrace);
+  std::string group;
+  if (trace) {
+    group = "rank " + std::to_string(comm.rank) + ": side by side with ranks";
+    for (const LinkRound& r : rounds) group += " " + std::to_string(r.peer);
+    logLine(LogLevel::kTrace, comm.cudaDevice, group + ": setting up");
+  }
   for (const LinkRound& r : rounds) {
     r.link->executor->executeCounted(*r.plan, countedCallOf(*r.link, r.round), r.link->linkStream);
   }
+  if (trace) logLine(LogLevel::kTrace, comm.cudaDevice, group + ": launched");
   for (const LinkRound& r : rounds) {
     for (cudaStream_t callStream : streams) follow(*r.link, callStream, r.link->linkStream);
   }

@@ -138,8 +138,9 @@ def _run(
         "CUDA_DEVICE_MAX_CONNECTIONS": "32",
         "CUDA_MODULE_LOADING": "EAGER",
         "NCCL_NVLS_ENABLE": "0",
-        "LOOM_DEVICE_TIMEOUT_MS": "20000",
-        "LOOM_NCCL_DEBUG": "INFO",
+        # Either may be raised for a run by hand (LOOM_NCCL_DEBUG=TRACE logs every call and launch).
+        "LOOM_DEVICE_TIMEOUT_MS": os.environ.get("LOOM_DEVICE_TIMEOUT_MS", "20000"),
+        "LOOM_NCCL_DEBUG": os.environ.get("LOOM_NCCL_DEBUG", "INFO"),
         "LOOM_NCCL_DEBUG_FILE": str(tmp_path / "loom.%p.log"),
         **(extra_environment or {}),
     }
