@@ -11,12 +11,14 @@
 // takes the process down as it would have: the test turns the offsets into source lines.
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static void print_stack(int signal_number) {
@@ -37,9 +39,43 @@ static void print_stack(int signal_number) {
   raise(signal_number);
 }
 
+// SIGUSR2 to the process prints every thread's stack (each thread prints its own on SIGUSR1): where the
+// threads of a stalled run wait. For debugging only: backtrace() in a handler is not async-signal-safe.
+static void print_own_stack(int signal_number) {
+  (void)signal_number;
+  void* frames[64];
+  const int count = backtrace(frames, 64);
+  dprintf(STDERR_FILENO, "one_gpu_devices: thread %ld, stack:\n", (long)syscall(SYS_gettid));
+  for (int i = 0; i < count; ++i) {
+    Dl_info info;
+    if (dladdr(frames[i], &info) && info.dli_fname != NULL) {
+      const uintptr_t offset = (uintptr_t)frames[i] - (uintptr_t)info.dli_fbase;
+      dprintf(STDERR_FILENO, "  frame %d: %s+0x%lx (%s)\n", i, info.dli_fname, (unsigned long)offset,
+              info.dli_sname != NULL ? info.dli_sname : "?");
+    }
+  }
+}
+
+static void print_every_stack(int signal_number) {
+  (void)signal_number;
+  DIR* tasks = opendir("/proc/self/task");
+  if (tasks == NULL) return;
+  const long self = (long)syscall(SYS_gettid);
+  for (struct dirent* entry; (entry = readdir(tasks)) != NULL;) {
+    const long thread = atol(entry->d_name);
+    if (thread <= 0 || thread == self) continue;
+    syscall(SYS_tgkill, getpid(), thread, SIGUSR1);
+    usleep(50000);  // one thread's stack at a time
+  }
+  closedir(tasks);
+  print_own_stack(0);
+}
+
 __attribute__((constructor)) static void install_crash_report(void) {
   signal(SIGSEGV, print_stack);
   signal(SIGBUS, print_stack);
+  signal(SIGUSR1, print_own_stack);
+  signal(SIGUSR2, print_every_stack);
 }
 
 static __thread int chosen_device = 0;
