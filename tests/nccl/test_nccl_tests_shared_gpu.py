@@ -68,7 +68,8 @@ def nccl_tests(tmp_path_factory) -> dict[str, Path]:
         pytest.fail(str(error))
     shim = work / "one_gpu_devices.so"
     compile_shim = ["cc", "-shared", "-fPIC", "-O2", f"-I{CUDA / 'include'}", "-o", str(shim)]
-    subprocess.run([*compile_shim, str(ROOT / "tests" / "nccl" / "gpu" / "one_gpu_devices.c"), "-ldl"], check=True)
+    sources = [ROOT / "tests" / "nccl" / "gpu" / "one_gpu_devices.c", ROOT / "tests" / "executor" / "gpu" / "thread_stacks.c"]
+    subprocess.run([*compile_shim, *map(str, sources), "-ldl", "-lpthread"], check=True)
     # The bundled plans, where the library's registry loads them (as `loom install-plans` puts them).
     subprocess.run([sys.executable, "-m", "loom", "install-plans", "--cache-dir", str(work / "cache")], check=True)
     fitting = work / "cache-fitting"

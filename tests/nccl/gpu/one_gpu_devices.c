@@ -7,76 +7,18 @@
 // checks its data) instead of the whole device. On a GPU of its own a thread's device-wide wait covers
 // only its own work; on a shared one it would also wait for the other threads' collectives, which wait
 // in turn for this thread's next call, and the job would stall until Loom's device timeout.
-// A crash (SIGSEGV, SIGBUS) prints its stack, each frame as library+offset, before the signal
-// takes the process down as it would have: the test turns the offsets into source lines.
+// And cudaFreeHost keeps the pinned block for the next cudaHostAlloc of its size (nccl-tests allocates and
+// frees a few bytes per check): the real one waits for the whole device while holding a lock that every
+// other thread's CUDA calls (a launch, an event record) wait for, so a rank whose peers' kernels wait for
+// its next launch could not make it (seen with 8 ranks, 2026-11-29: docs/testing.md).
+// Compiled with ../../executor/gpu/thread_stacks.c: a crash prints its stack, SIGUSR2 every thread's.
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
-#include <dirent.h>
 #include <dlfcn.h>
-#include <execinfo.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-static void print_stack(int signal_number) {
-  void* frames[64];
-  const int count = backtrace(frames, 64);
-  dprintf(STDERR_FILENO, "one_gpu_devices: signal %d, stack:\n", signal_number);
-  for (int i = 0; i < count; ++i) {
-    Dl_info info;
-    if (dladdr(frames[i], &info) && info.dli_fname != NULL) {
-      const uintptr_t offset = (uintptr_t)frames[i] - (uintptr_t)info.dli_fbase;
-      dprintf(STDERR_FILENO, "  frame %d: %s+0x%lx (%s)\n", i, info.dli_fname, (unsigned long)offset,
-              info.dli_sname != NULL ? info.dli_sname : "?");
-    } else {
-      dprintf(STDERR_FILENO, "  frame %d: %p\n", i, frames[i]);
-    }
-  }
-  signal(signal_number, SIG_DFL);
-  raise(signal_number);
-}
-
-// SIGUSR2 to the process prints every thread's stack (each thread prints its own on SIGUSR1): where the
-// threads of a stalled run wait. For debugging only: backtrace() in a handler is not async-signal-safe.
-static void print_own_stack(int signal_number) {
-  (void)signal_number;
-  void* frames[64];
-  const int count = backtrace(frames, 64);
-  dprintf(STDERR_FILENO, "one_gpu_devices: thread %ld, stack:\n", (long)syscall(SYS_gettid));
-  for (int i = 0; i < count; ++i) {
-    Dl_info info;
-    if (dladdr(frames[i], &info) && info.dli_fname != NULL) {
-      const uintptr_t offset = (uintptr_t)frames[i] - (uintptr_t)info.dli_fbase;
-      dprintf(STDERR_FILENO, "  frame %d: %s+0x%lx (%s)\n", i, info.dli_fname, (unsigned long)offset,
-              info.dli_sname != NULL ? info.dli_sname : "?");
-    }
-  }
-}
-
-static void print_every_stack(int signal_number) {
-  (void)signal_number;
-  DIR* tasks = opendir("/proc/self/task");
-  if (tasks == NULL) return;
-  const long self = (long)syscall(SYS_gettid);
-  for (struct dirent* entry; (entry = readdir(tasks)) != NULL;) {
-    const long thread = atol(entry->d_name);
-    if (thread <= 0 || thread == self) continue;
-    syscall(SYS_tgkill, getpid(), thread, SIGUSR1);
-    usleep(50000);  // one thread's stack at a time
-  }
-  closedir(tasks);
-  print_own_stack(0);
-}
-
-__attribute__((constructor)) static void install_crash_report(void) {
-  signal(SIGSEGV, print_stack);
-  signal(SIGBUS, print_stack);
-  signal(SIGUSR1, print_own_stack);
-  signal(SIGUSR2, print_every_stack);
-}
 
 static __thread int chosen_device = 0;
 
@@ -144,4 +86,57 @@ cudaError_t cudaDeviceCanAccessPeer(int* canAccess, int device, int peer) {
 cudaError_t cudaDeviceSynchronize(void) {
   cudaError_t (*real)(cudaStream_t) = next_symbol(SYMBOL_NAME(cudaStreamSynchronize));
   return real(cudaStreamLegacy);
+}
+
+// Pinned blocks freed by the program, kept for reuse (see the top of the file). The program frees a block
+// only once its own work on it is done, so another cudaHostAlloc may take it at once.
+enum { kKeptBlocks = 256 };
+static struct {
+  void* pointer;
+  size_t bytes;
+  unsigned int flags;
+  int free;
+} kept[kKeptBlocks];
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int flags) {
+  pthread_mutex_lock(&kept_lock);
+  for (int i = 0; i < kKeptBlocks; ++i) {
+    if (kept[i].pointer != NULL && kept[i].free && kept[i].bytes == bytes && kept[i].flags == flags) {
+      kept[i].free = 0;
+      *pointer = kept[i].pointer;
+      pthread_mutex_unlock(&kept_lock);
+      return cudaSuccess;
+    }
+  }
+  pthread_mutex_unlock(&kept_lock);
+  cudaError_t (*real)(void**, size_t, unsigned int) = next_symbol(SYMBOL_NAME(cudaHostAlloc));
+  const cudaError_t result = real(pointer, bytes, flags);
+  if (result != cudaSuccess) return result;
+  pthread_mutex_lock(&kept_lock);
+  for (int i = 0; i < kKeptBlocks; ++i) {
+    if (kept[i].pointer == NULL) {
+      kept[i].pointer = *pointer;
+      kept[i].bytes = bytes;
+      kept[i].flags = flags;
+      kept[i].free = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&kept_lock);
+  return result;
+}
+
+cudaError_t cudaFreeHost(void* pointer) {
+  pthread_mutex_lock(&kept_lock);
+  for (int i = 0; i < kKeptBlocks; ++i) {
+    if (pointer != NULL && kept[i].pointer == pointer) {
+      kept[i].free = 1;
+      pthread_mutex_unlock(&kept_lock);
+      return cudaSuccess;
+    }
+  }
+  pthread_mutex_unlock(&kept_lock);
+  cudaError_t (*real)(void*) = next_symbol(SYMBOL_NAME(cudaFreeHost));
+  return real(pointer);
 }
