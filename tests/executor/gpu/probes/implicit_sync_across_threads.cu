@@ -4,6 +4,9 @@
 // sets a flag; B first makes one host call (an allocation, a memset, a copy, ...), then launches that kernel.
 // If the call returns and B's kernel runs, they overlap; if not within a second, the host releases A's kernel
 // through mapped memory and the probe reports which step was held: the call itself, or the kernel after it.
+// On an H200 with driver 580 (2026-11-29): every step ran alongside (allocations with cudaMalloc and cuMem,
+// memsets and copies of fresh memory, pinned host allocations, stream and event creation) but cudaFree,
+// which waits for the whole device; cudaFreeHost did the same to nccl-tests (docs/testing.md).
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <unistd.h>
@@ -94,10 +97,37 @@ int main() {
          access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
          cuMemSetAccess(address, size, &access, 1);
        }},
+      {"cudaMalloc 1 MiB + cudaMemsetAsync of it on another stream + its sync",
+       [&] { void* p; cudaMalloc(&p, bytes); cudaMemsetAsync(p, 0, bytes, other); cudaStreamSynchronize(other); }},
+      {"cuMem 2 MiB (create, map, set access) + cudaMemsetAsync of it on another stream + its sync",
+       [&] {
+         CUmemAllocationProp prop{};
+         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+         prop.location.id = 0;
+         prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+         size_t granularity = 0;
+         cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+         const size_t size = 2 * granularity;
+         CUmemGenericAllocationHandle handle;
+         cuMemCreate(&handle, size, &prop, 0);
+         CUdeviceptr address = 0;
+         cuMemAddressReserve(&address, size, granularity, 0, 0);
+         cuMemMap(address, size, 0, handle, 0);
+         CUmemAccessDesc access{};
+         access.location = prop.location;
+         access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+         cuMemSetAccess(address, size, &access, 1);
+         cudaMemsetAsync(reinterpret_cast<void*>(address), 0, size, other);
+         cudaStreamSynchronize(other);
+       }},
       {"cudaIpcGetMemHandle", [&] { cudaIpcMemHandle_t h; cudaIpcGetMemHandle(&h, deviceA); }},
       {"cudaFree of a 1 MiB allocation", [&] { void* p; cudaMalloc(&p, bytes); cudaFree(p); }},
   };
 
+  setFlag<<<1, 1, 0, streamB>>>(flag);  // loaded before the steps (lazy loading would stall the first one)
+  spinUntil<<<1, 1, 0, streamA>>>(flag, deviceEscape);
+  cudaDeviceSynchronize();
   for (const Step& step : steps) {
     cudaMemset(flag, 0, sizeof(int));
     cudaDeviceSynchronize();
