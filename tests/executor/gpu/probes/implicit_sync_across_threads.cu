@@ -6,7 +6,8 @@
 // through mapped memory and the probe reports which step was held: the call itself, or the kernel after it.
 // On an H200 with driver 580 (2026-11-29): every step ran alongside (allocations with cudaMalloc and cuMem,
 // memsets and copies of fresh memory, pinned host allocations, stream and event creation) but cudaFree,
-// which waits for the whole device; cudaFreeHost did the same to nccl-tests (docs/testing.md).
+// which waits for the whole device; cudaFreeHost did the same to nccl-tests (docs/testing.md). The same with a
+// D2H copy or a memset queued behind A's kernel on its stream, at 8 and 32 hardware queues.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -128,34 +130,53 @@ int main() {
   setFlag<<<1, 1, 0, streamB>>>(flag);  // loaded before the steps (lazy loading would stall the first one)
   spinUntil<<<1, 1, 0, streamA>>>(flag, deviceEscape);
   cudaDeviceSynchronize();
-  for (const Step& step : steps) {
-    cudaMemset(flag, 0, sizeof(int));
-    cudaDeviceSynchronize();
-    *reinterpret_cast<volatile int*>(escape) = 0;
-    std::atomic<bool> callReturned{false}, launched{false};
-    // Thread A: the peer whose kernel already waits for B's next kernel.
-    spinUntil<<<1, 32, 0, streamA>>>(flag, deviceEscape);
-    cudaEventRecord(spinDone, streamA);
-    usleep(20000);
-    const auto start = std::chrono::steady_clock::now();
-    std::thread b([&] {
-      cudaSetDevice(0);
-      step.call();
-      callReturned = true;
-      setFlag<<<1, 1, 0, streamB>>>(flag);
-      launched = true;
-    });
-    const bool overlapped = waitFor([&] { return cudaEventQuery(spinDone) == cudaSuccess; }, 1000);
-    const bool returnedInTime = callReturned.load();
-    if (!overlapped) *reinterpret_cast<volatile int*>(escape) = 1;
-    b.join();
-    cudaDeviceSynchronize();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    const cudaError_t error = cudaGetLastError();
-    std::printf("%-58s %s (%.1f ms)%s%s\n", step.what,
-                overlapped ? "ran alongside" : (returnedInTime ? "STALLED: the kernel after it waited" : "STALLED: the call waited"),
-                ms, error != cudaSuccess ? " error: " : "", error != cudaSuccess ? cudaGetErrorString(error) : "");
+  // What thread A queues on its stream behind its waiting kernel: nothing, or a copy or a memset, as a rank
+  // that checks its result (torch's .item()) or prepares its next input does. Work queued behind a waiting
+  // kernel may hold a hardware queue that other threads' copies share.
+  char* pinnedA = nullptr;
+  cudaHostAlloc(&pinnedA, 4096, 0);
+  struct Behind {
+    const char* what;
+    std::function<void()> queue;
+  };
+  const std::vector<Behind> behinds = {
+      {"", [] {}},
+      {"[A: kernel, then D2H copy] ", [&] { cudaMemcpyAsync(pinnedA, deviceA, 4096, cudaMemcpyDefault, streamA); }},
+      {"[A: kernel, then memset] ", [&] { cudaMemsetAsync(deviceA, 0, 4096, streamA); }},
+  };
+  for (const Behind& behind : behinds) {
+    for (const Step& step : steps) {
+      const std::string name = step.what;
+      const bool copies = name.find("Memset") != std::string::npos || name.find("Memcpy") != std::string::npos;
+      if (!std::string(behind.what).empty() && !copies) continue;
+      cudaMemset(flag, 0, sizeof(int));
+      cudaDeviceSynchronize();
+      *reinterpret_cast<volatile int*>(escape) = 0;
+      std::atomic<bool> callReturned{false};
+      // Thread A: the peer whose kernel already waits for B's next kernel.
+      spinUntil<<<1, 32, 0, streamA>>>(flag, deviceEscape);
+      behind.queue();
+      cudaEventRecord(spinDone, streamA);
+      usleep(20000);
+      const auto start = std::chrono::steady_clock::now();
+      std::thread b([&] {
+        cudaSetDevice(0);
+        step.call();
+        callReturned = true;
+        setFlag<<<1, 1, 0, streamB>>>(flag);
+      });
+      const bool overlapped = waitFor([&] { return cudaEventQuery(spinDone) == cudaSuccess; }, 1000);
+      const bool returnedInTime = callReturned.load();
+      if (!overlapped) *reinterpret_cast<volatile int*>(escape) = 1;
+      b.join();
+      cudaDeviceSynchronize();
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      const cudaError_t error = cudaGetLastError();
+      std::printf("%s%-58s %s (%.1f ms)%s%s\n", behind.what, step.what,
+                  overlapped ? "ran alongside"
+                             : (returnedInTime ? "STALLED: the kernel after it waited" : "STALLED: the call waited"),
+                  ms, error != cudaSuccess ? " error: " : "", error != cudaSuccess ? cudaGetErrorString(error) : "");
+    }
   }
   return 0;
 }
