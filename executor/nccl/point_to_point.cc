@@ -208,6 +208,28 @@ struct LinkRound {
   std::shared_ptr<const Plan> plan;
 };
 
+// The streams of the calls of a group's rounds over links, each once, in call order.
+std::vector<cudaStream_t> callStreamsOf(const std::vector<LinkRound>& rounds) {
+  std::vector<const Round*> each;
+  for (const LinkRound& r : rounds) each.push_back(&r.round);
+  return callStreams(each);
+}
+
+// Runs `launch`, a rank's launches of a group's rounds with `rounds`' peers, with a TRACE line before and after
+// ("setting up", "launched"): they tell a rank that never launched from one whose kernel waits.
+template <typename Launch>
+void traceLaunches(const ncclComm& comm, const char* how, const std::vector<LinkRound>& rounds, Launch&& launch) {
+  if (!logEnabled(LogLevel::kTrace)) {
+    launch();
+    return;
+  }
+  std::string group = "rank " + std::to_string(comm.rank) + ": " + how + " with ranks";
+  for (const LinkRound& r : rounds) group += " " + std::to_string(r.peer);
+  logLine(LogLevel::kTrace, comm.cudaDevice, group + ": setting up");
+  launch();
+  logLine(LogLevel::kTrace, comm.cudaDevice, group + ": launched");
+}
+
 // The k-th rounds of a group's peers (peers ascending), one per link, on its link's stream, side by side:
 // every link's stream first waits for all the calls' streams, then each round launches, then the calls'
 // streams wait for every link. (Each link waiting for the calls' streams after the previous link's launch
@@ -219,24 +241,15 @@ void runRoundsSideBySide(ncclComm& comm, const std::vector<LinkRound>& rounds) {
       r.link->executor->executeCounted(*r.plan, countedCallOf(*r.link, r.round), nullptr);
     return;
   }
-  std::vector<const Round*> each;
-  for (const LinkRound& r : rounds) each.push_back(&r.round);
-  const std::vector<cudaStream_t> streams = callStreams(each);
+  const std::vector<cudaStream_t> streams = callStreamsOf(rounds);
   for (const LinkRound& r : rounds) {
     for (cudaStream_t callStream : streams) follow(*r.link, r.link->linkStream, callStream);
   }
-  // TRACE: when a rank's launches were made, to tell a rank that never launched from one whose kernel waits.
-  const bool trace = logEnabled(LogLevel::kTrace);
-  std::string group;
-  if (trace) {
-    group = "rank " + std::to_string(comm.rank) + ": side by side with ranks";
-    for (const LinkRound& r : rounds) group += " " + std::to_string(r.peer);
-    logLine(LogLevel::kTrace, comm.cudaDevice, group + ": setting up");
-  }
-  for (const LinkRound& r : rounds) {
-    r.link->executor->executeCounted(*r.plan, countedCallOf(*r.link, r.round), r.link->linkStream);
-  }
-  if (trace) logLine(LogLevel::kTrace, comm.cudaDevice, group + ": launched");
+  traceLaunches(comm, "side by side", rounds, [&] {
+    for (const LinkRound& r : rounds) {
+      r.link->executor->executeCounted(*r.plan, countedCallOf(*r.link, r.round), r.link->linkStream);
+    }
+  });
   for (const LinkRound& r : rounds) {
     for (cudaStream_t callStream : streams) follow(*r.link, callStream, r.link->linkStream);
   }
@@ -262,21 +275,10 @@ void runLinkRounds(ncclComm& comm, const std::vector<LinkRound>& rounds) {
   countLaunches(comm, 1);
   std::vector<cudaStream_t> streams{nullptr};  // the CPU backend's launches take none
   if (!comm.settings.cpuBackend) {
-    std::vector<const Round*> each;
-    for (const LinkRound& r : rounds) each.push_back(&r.round);
-    streams = callStreams(each);
+    streams = callStreamsOf(rounds);
     for (cudaStream_t callStream : streams) follow(comm, streams[0], callStream);
   }
-  // TRACE: when a rank's launch was made, to tell a rank that never launched from one whose kernel waits.
-  const bool trace = logEnabled(LogLevel::kTrace);
-  std::string group;
-  if (trace) {
-    group = "rank " + std::to_string(comm.rank) + ": one launch with ranks";
-    for (const LinkRound& r : rounds) group += " " + std::to_string(r.peer);
-    logLine(LogLevel::kTrace, comm.cudaDevice, group + ": setting up");
-  }
-  Executor::executeCountedGroup(calls, streams[0]);
-  if (trace) logLine(LogLevel::kTrace, comm.cudaDevice, group + ": launched");
+  traceLaunches(comm, "one launch", rounds, [&] { Executor::executeCountedGroup(calls, streams[0]); });
   if (comm.settings.cpuBackend) return;
   for (cudaStream_t callStream : streams) follow(comm, callStream, streams[0]);
 }

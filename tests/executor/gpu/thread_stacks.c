@@ -14,10 +14,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static void print_stack(int signal_number) {
+// The calling thread's stack after `header`, each frame as library+offset (and its symbol where exported).
+static void print_frames(const char* header, long number) {
   void* frames[64];
   const int count = backtrace(frames, 64);
-  dprintf(STDERR_FILENO, "thread_stacks: signal %d, stack:\n", signal_number);
+  dprintf(STDERR_FILENO, header, number);
   for (int i = 0; i < count; ++i) {
     Dl_info info;
     if (dladdr(frames[i], &info) && info.dli_fname != NULL) {
@@ -28,23 +29,17 @@ static void print_stack(int signal_number) {
       dprintf(STDERR_FILENO, "  frame %d: %p\n", i, frames[i]);
     }
   }
+}
+
+static void print_stack(int signal_number) {
+  print_frames("thread_stacks: signal %ld, stack:\n", signal_number);
   signal(signal_number, SIG_DFL);
   raise(signal_number);
 }
 
 static void print_own_stack(int signal_number) {
   (void)signal_number;
-  void* frames[64];
-  const int count = backtrace(frames, 64);
-  dprintf(STDERR_FILENO, "thread_stacks: thread %ld, stack:\n", (long)syscall(SYS_gettid));
-  for (int i = 0; i < count; ++i) {
-    Dl_info info;
-    if (dladdr(frames[i], &info) && info.dli_fname != NULL) {
-      const uintptr_t offset = (uintptr_t)frames[i] - (uintptr_t)info.dli_fbase;
-      dprintf(STDERR_FILENO, "  frame %d: %s+0x%lx (%s)\n", i, info.dli_fname, (unsigned long)offset,
-              info.dli_sname != NULL ? info.dli_sname : "?");
-    }
-  }
+  print_frames("thread_stacks: thread %ld, stack:\n", (long)syscall(SYS_gettid));
 }
 
 static void print_every_stack(int signal_number) {

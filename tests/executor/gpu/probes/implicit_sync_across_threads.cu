@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <utility>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +33,28 @@ static bool waitFor(const std::function<bool()>& done, int ms) {
     usleep(1000);
   }
   return done();
+}
+
+// Two granules of device memory as Loom's peer-visible allocations make them (cuMem, exportable), mapped here.
+static std::pair<CUdeviceptr, size_t> mapCuMem() {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  size_t granularity = 0;
+  cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  const size_t size = 2 * granularity;
+  CUmemGenericAllocationHandle handle;
+  cuMemCreate(&handle, size, &prop, 0);
+  CUdeviceptr address = 0;
+  cuMemAddressReserve(&address, size, granularity, 0, 0);
+  cuMemMap(address, size, 0, handle, 0);
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  cuMemSetAccess(address, size, &access, 1);
+  return {address, size};
 }
 
 int main() {
@@ -79,47 +102,12 @@ int main() {
       {"cudaStreamCreateWithFlags", [&] { cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }},
       {"cudaEventCreate", [&] { cudaEvent_t e; cudaEventCreateWithFlags(&e, cudaEventDisableTiming); }},
       {"cudaHostRegister 1 MiB", [&] { void* p = malloc(bytes); cudaHostRegister(p, bytes, cudaHostRegisterDefault); }},
-      {"cuMemCreate + cuMemMap + cuMemSetAccess 2 MiB",
-       [&] {
-         CUmemAllocationProp prop{};
-         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-         prop.location.id = 0;
-         prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-         size_t granularity = 0;
-         cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-         const size_t size = 2 * granularity;
-         CUmemGenericAllocationHandle handle;
-         cuMemCreate(&handle, size, &prop, 0);
-         CUdeviceptr address = 0;
-         cuMemAddressReserve(&address, size, granularity, 0, 0);
-         cuMemMap(address, size, 0, handle, 0);
-         CUmemAccessDesc access{};
-         access.location = prop.location;
-         access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-         cuMemSetAccess(address, size, &access, 1);
-       }},
+      {"cuMemCreate + cuMemMap + cuMemSetAccess 2 MiB", [] { mapCuMem(); }},
       {"cudaMalloc 1 MiB + cudaMemsetAsync of it on another stream + its sync",
        [&] { void* p; cudaMalloc(&p, bytes); cudaMemsetAsync(p, 0, bytes, other); cudaStreamSynchronize(other); }},
       {"cuMem 2 MiB (create, map, set access) + cudaMemsetAsync of it on another stream + its sync",
        [&] {
-         CUmemAllocationProp prop{};
-         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-         prop.location.id = 0;
-         prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-         size_t granularity = 0;
-         cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-         const size_t size = 2 * granularity;
-         CUmemGenericAllocationHandle handle;
-         cuMemCreate(&handle, size, &prop, 0);
-         CUdeviceptr address = 0;
-         cuMemAddressReserve(&address, size, granularity, 0, 0);
-         cuMemMap(address, size, 0, handle, 0);
-         CUmemAccessDesc access{};
-         access.location = prop.location;
-         access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-         cuMemSetAccess(address, size, &access, 1);
+         const auto [address, size] = mapCuMem();
          cudaMemsetAsync(reinterpret_cast<void*>(address), 0, size, other);
          cudaStreamSynchronize(other);
        }},
