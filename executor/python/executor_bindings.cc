@@ -29,6 +29,22 @@ DataType parseDataType(const std::string& name) {
                                                    "float8_e5m2)");
 }
 
+// (byte offset, bytes) per rank, as Python passes a counted call's sends and receives.
+using EntryPairs = std::vector<std::pair<uint64_t, uint64_t>>;
+
+// A counted call on buffers given by address, with its entries from Python's pairs.
+CountedCall countedCallOf(uint64_t input, uint64_t inputBytes, uint64_t output, uint64_t outputBytes,
+                          const EntryPairs& sends, const EntryPairs& receives) {
+  CountedCall call;
+  call.input = reinterpret_cast<const void*>(input);
+  call.inputBytes = inputBytes;
+  call.output = reinterpret_cast<void*>(output);
+  call.outputBytes = outputBytes;
+  for (const auto& [offset, bytes] : sends) call.sends.push_back({offset, bytes});
+  for (const auto& [offset, bytes] : receives) call.receives.push_back({offset, bytes});
+  return call;
+}
+
 }  // namespace
 
 ReduceOp parseReduceOp(const std::string& name) {
@@ -63,22 +79,15 @@ void bindExecutor(py::module_& module) {
       .def(
           "execute_counted",
           [](Executor& executor, const Plan& plan, uint64_t input, uint64_t inputBytes, uint64_t output,
-             uint64_t outputBytes, const std::vector<std::pair<uint64_t, uint64_t>>& sends,
-             const std::vector<std::pair<uint64_t, uint64_t>>& receives, uint64_t deviceEntries, uint64_t stream) {
-            CountedCall call;
-            call.input = reinterpret_cast<const void*>(input);
-            call.inputBytes = inputBytes;
-            call.output = reinterpret_cast<void*>(output);
-            call.outputBytes = outputBytes;
-            for (const auto& [offset, bytes] : sends) call.sends.push_back({offset, bytes});
-            for (const auto& [offset, bytes] : receives) call.receives.push_back({offset, bytes});
+             uint64_t outputBytes, const EntryPairs& sends, const EntryPairs& receives, uint64_t deviceEntries,
+             uint64_t stream) {
+            CountedCall call = countedCallOf(input, inputBytes, output, outputBytes, sends, receives);
             call.deviceEntries = reinterpret_cast<const MessageEntry*>(deviceEntries);
             py::gil_scoped_release release;
             executor.executeCounted(plan, call, reinterpret_cast<void*>(stream));
           },
           py::arg("plan"), py::arg("input"), py::arg("input_bytes"), py::arg("output"), py::arg("output_bytes"),
-          py::arg("sends") = std::vector<std::pair<uint64_t, uint64_t>>{},
-          py::arg("receives") = std::vector<std::pair<uint64_t, uint64_t>>{}, py::arg("device_entries") = 0,
+          py::arg("sends") = EntryPairs{}, py::arg("receives") = EntryPairs{}, py::arg("device_entries") = 0,
           py::arg("stream") = 0,
           "One counted call (an alltoallv plan) on buffers given by address: sends[p] and receives[q] are "
           "(byte offset, bytes) per rank, or device_entries the address of 2 x world size such uint64 pairs "
@@ -94,18 +103,9 @@ void bindExecutor(py::module_& module) {
                                       "]: expected (executor, plan, input, input_bytes, output, output_bytes, sends, "
                                       "receives)");
               }
-              GroupedCountedCall call;
-              call.executor = t[0].cast<Executor*>();
-              call.plan = t[1].cast<const Plan*>();
-              call.call.input = reinterpret_cast<const void*>(t[2].cast<uint64_t>());
-              call.call.inputBytes = t[3].cast<uint64_t>();
-              call.call.output = reinterpret_cast<void*>(t[4].cast<uint64_t>());
-              call.call.outputBytes = t[5].cast<uint64_t>();
-              for (const auto& [offset, bytes] : t[6].cast<std::vector<std::pair<uint64_t, uint64_t>>>())
-                call.call.sends.push_back({offset, bytes});
-              for (const auto& [offset, bytes] : t[7].cast<std::vector<std::pair<uint64_t, uint64_t>>>())
-                call.call.receives.push_back({offset, bytes});
-              group.push_back(std::move(call));
+              group.push_back({t[0].cast<Executor*>(), t[1].cast<const Plan*>(),
+                               countedCallOf(t[2].cast<uint64_t>(), t[3].cast<uint64_t>(), t[4].cast<uint64_t>(),
+                                             t[5].cast<uint64_t>(), t[6].cast<EntryPairs>(), t[7].cast<EntryPairs>())});
             }
             py::gil_scoped_release release;
             Executor::executeCountedGroup(group, reinterpret_cast<void*>(stream));
