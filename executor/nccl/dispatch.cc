@@ -272,6 +272,7 @@ SelectionRequest selectionRequestFor(const CallInfo& call, Collective collective
   request.capturing = call.capturing;
   request.op = op;
   if (rooted) request.root = uint32_t(call.root);
+  request.placement = call.placement;
   return request;
 }
 
@@ -357,6 +358,15 @@ std::string bytesText(uint64_t bytes) {
   return std::to_string(whole) + " " + units[unit];
 }
 
+// "; passed over 'NAME': why" for each registered plan that fits the call but not where it runs.
+std::string passedOverText(const SelectionRequest& request) {
+  std::string text;
+  for (const PlanEntry& entry : PlanRegistry::global().passedOver(request)) {
+    text += "; passed over '" + entry->info.name + "': " + placementShortfall(entry->info, request.placement);
+  }
+  return text;
+}
+
 std::string why(const CallInfo& call, const Decision& decision) {
   switch (decision.reason) {
     case Reason::kPlan:
@@ -395,7 +405,8 @@ std::string why(const CallInfo& call, const Decision& decision) {
              bytesText(request.messageBytes) + " in, " + (request.inplace ? "in place" : "out of place") +
              (request.capturing ? ", capturing" : "") +
              (request.root ? ", root " + std::to_string(*request.root) : std::string()) +
-             (reduces(request.collective) ? ", " + std::string(reduceOpName(request.op)) : std::string()) + ")";
+             (reduces(request.collective) ? ", " + std::string(reduceOpName(request.op)) : std::string()) + ")" +
+             passedOverText(request);
     }
     case Reason::kJitFailed:
       return "no Loom plan fits, and none could be compiled for this shape (LOOM WARN said why)";

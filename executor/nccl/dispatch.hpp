@@ -46,6 +46,7 @@ struct CallInfo {
   bool capturing = false;  // a CUDA graph is being captured on the call's stream
   bool grouped = false;    // between ncclGroupStart and ncclGroupEnd
   bool toSelf = false;     // Send/Recv whose peer is this rank
+  Placement placement;     // where this rank's plans run: those whose blocks do not fit are passed over
 };
 
 // What the communicator can do, beside the settings.

@@ -134,6 +134,9 @@ std::string compileOnRankZero(const ncclComm& comm, const SelectionRequest& requ
                                       "--bytes",          std::to_string(request.messageBytes)};
   if (request.inplace) options.push_back("--inplace");
   if (request.root) options.insert(options.end(), {"--root", std::to_string(*request.root)});
+  if (request.placement.limited()) {
+    options.insert(options.end(), {"--max-thread-blocks", std::to_string(request.placement.threadBlocksPerRank())});
+  }
   return runJitPlan(comm, options);
 }
 

@@ -538,6 +538,7 @@ ncclResult_t run(ncclComm* comm, PendingCall call) {
   info.ranksPerNode = comm->ranksPerNode;
   info.grouped = inGroup();
   info.capturing = comm->executor && comm->executor->capturing(call.stream);
+  if (comm->executor) info.placement = comm->executor->placement();
   Decision decision = decide(info, comm->settings, comm->capabilities(), PlanRegistry::global());
   // A shape with no bundled plan gets one compiled on first use, as the bundled set would have it (so not
   // with the bundled plans off); inside a group, at ncclGroupEnd (useJitPlan, runDeferredJit).

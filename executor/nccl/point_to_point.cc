@@ -339,6 +339,7 @@ std::shared_ptr<const Plan> linkPlan(ncclComm& link, const PendingCall& larger, 
   info.ranksPerNode = link.ranksPerNode;
   info.grouped = false;
   info.toSelf = false;
+  if (link.executor) info.placement = link.executor->placement();
   decision = Decision{};
   decision.collective = Collective::kAllToAllV;
   decision.dataType = DataType::kFloat32;

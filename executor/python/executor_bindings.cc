@@ -163,6 +163,14 @@ void bindExecutor(py::module_& module) {
           "What makes the communicator unusable, without waiting for a call in flight (ncclCommGetAsyncError): an "
           "earlier call's failure, else the ranks whose process is gone; None when nothing is known.")
       .def_property_readonly("on_gpu", &Executor::onGpu)
+      .def_property_readonly(
+          "placement",
+          [](const Executor& e) {
+            const Placement placement = e.placement();
+            return py::make_tuple(placement.ranksSharingGpu, placement.residentBlocks);
+          },
+          "Where this rank's plans run, for selection: (ranks sharing the GPU, interpreter blocks the GPU holds at "
+          "once); 4294967295 blocks for no limit.")
       .def(
           "capturing", [](const Executor& e, uint64_t stream) { return e.capturing(reinterpret_cast<void*>(stream)); },
           py::arg("stream"), "Whether a CUDA graph is being captured on the stream (a cudaStream_t as int).")

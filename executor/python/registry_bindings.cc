@@ -57,10 +57,21 @@ PlanSource parseSource(const std::string& name) {
   throw invalid("source: expected 'user' or 'bundled', got '" + name + "'");
 }
 
+// (ranks sharing the GPU, resident blocks), as Executor.placement gives it; None: no limit.
+using PlacementArg = std::optional<std::pair<uint32_t, uint32_t>>;
+
 SelectionRequest makeRequest(const std::string& collective, uint64_t messageBytes, const std::string& dtype,
                              uint32_t worldSize, uint32_t ranksPerNode, bool inplace, bool capturing,
-                             std::optional<uint32_t> root, std::vector<std::string> tags, const std::string& op) {
+                             std::optional<uint32_t> root, std::vector<std::string> tags, const std::string& op,
+                             PlacementArg placement) {
   SelectionRequest request;
+  if (placement) {
+    if (placement->first == 0 || placement->second == 0) {
+      throw invalid("placement: expected (ranks sharing the GPU, resident blocks), both at least 1, got (" +
+                    std::to_string(placement->first) + ", " + std::to_string(placement->second) + ")");
+    }
+    request.placement = Placement{placement->first, placement->second};
+  }
   request.collective = parseCollective(collective);
   request.messageBytes = messageBytes;
   request.dataType = parseType(dtype);
@@ -90,7 +101,7 @@ Selector wrapSelector(py::function function) {
 #define LOOM_REQUEST_ARGS                                                                                              \
   py::arg("collective"), py::arg("message_bytes"), py::arg("dtype"), py::arg("world_size"), py::arg("ranks_per_node"), \
       py::arg("inplace") = false, py::arg("capturing") = false, py::arg("root") = py::none(),                          \
-      py::arg("tags") = std::vector<std::string>{}, py::arg("op") = "sum"
+      py::arg("tags") = std::vector<std::string>{}, py::arg("op") = "sum", py::arg("placement") = py::none()
 
 }  // namespace
 
@@ -121,6 +132,7 @@ void bindRegistry(py::module_& module) {
                              })
       .def_property_readonly("tags", [](const RegisteredPlan& e) { return e.info.tags; })
       .def_property_readonly("priority", [](const RegisteredPlan& e) { return e.info.priority; })
+      .def_property_readonly("thread_blocks", [](const RegisteredPlan& e) { return e.info.threadBlocks; })
       .def_property_readonly("source",
                              [](const RegisteredPlan& e) { return std::string(planSourceName(e.info.source)); })
       .def("__repr__", [](const RegisteredPlan& e) {
@@ -141,6 +153,12 @@ void bindRegistry(py::module_& module) {
       .def_readonly("root", &SelectionRequest::root)
       .def_property_readonly("op", [](const SelectionRequest& r) { return std::string(reduceOpName(r.op)); })
       .def_readonly("tags", &SelectionRequest::tags)
+      .def_property_readonly(
+          "placement",
+          [](const SelectionRequest& r) {
+            return py::make_tuple(r.placement.ranksSharingGpu, r.placement.residentBlocks);
+          },
+          "(ranks sharing the GPU, interpreter blocks it holds at once): candidates fit there")
       .def_property_readonly(
           "candidates", [](const SelectionRequest& r) { return exposed(r.candidates); },
           "Registered plans that fit, best first.")
@@ -193,9 +211,9 @@ void bindRegistry(py::module_& module) {
       "registry_select",
       [](const std::string& collective, uint64_t messageBytes, const std::string& dtype, uint32_t worldSize,
          uint32_t ranksPerNode, bool inplace, bool capturing, std::optional<uint32_t> root,
-         std::vector<std::string> tags, const std::string& op) {
+         std::vector<std::string> tags, const std::string& op, PlacementArg placement) {
         SelectionRequest request = makeRequest(collective, messageBytes, dtype, worldSize, ranksPerNode, inplace,
-                                               capturing, root, std::move(tags), op);
+                                               capturing, root, std::move(tags), op, placement);
         return std::const_pointer_cast<Plan>(PlanRegistry::global().select(request));
       },
       LOOM_REQUEST_ARGS, "The plan for one call, or None (cached per request).");
@@ -203,9 +221,9 @@ void bindRegistry(py::module_& module) {
       "registry_select_or_raise",
       [](const std::string& collective, uint64_t messageBytes, const std::string& dtype, uint32_t worldSize,
          uint32_t ranksPerNode, bool inplace, bool capturing, std::optional<uint32_t> root,
-         std::vector<std::string> tags, const std::string& op) {
+         std::vector<std::string> tags, const std::string& op, PlacementArg placement) {
         SelectionRequest request = makeRequest(collective, messageBytes, dtype, worldSize, ranksPerNode, inplace,
-                                               capturing, root, std::move(tags), op);
+                                               capturing, root, std::move(tags), op, placement);
         return std::const_pointer_cast<Plan>(PlanRegistry::global().selectOrThrow(request));
       },
       LOOM_REQUEST_ARGS, "The plan for one call; no plan is an InvalidArgumentError saying what is registered.");
@@ -213,11 +231,26 @@ void bindRegistry(py::module_& module) {
       "registry_candidates",
       [](const std::string& collective, uint64_t messageBytes, const std::string& dtype, uint32_t worldSize,
          uint32_t ranksPerNode, bool inplace, bool capturing, std::optional<uint32_t> root,
-         std::vector<std::string> tags, const std::string& op) {
-        return exposed(PlanRegistry::global().candidates(makeRequest(
-            collective, messageBytes, dtype, worldSize, ranksPerNode, inplace, capturing, root, std::move(tags), op)));
+         std::vector<std::string> tags, const std::string& op, PlacementArg placement) {
+        return exposed(PlanRegistry::global().candidates(makeRequest(collective, messageBytes, dtype, worldSize,
+                                                                     ranksPerNode, inplace, capturing, root,
+                                                                     std::move(tags), op, placement)));
       },
       LOOM_REQUEST_ARGS);
+  module.def(
+      "registry_passed_over",
+      [](const std::string& collective, uint64_t messageBytes, const std::string& dtype, uint32_t worldSize,
+         uint32_t ranksPerNode, bool inplace, bool capturing, std::optional<uint32_t> root,
+         std::vector<std::string> tags, const std::string& op, PlacementArg placement) {
+        const SelectionRequest request = makeRequest(collective, messageBytes, dtype, worldSize, ranksPerNode, inplace,
+                                                     capturing, root, std::move(tags), op, placement);
+        py::list out;
+        for (const PlanEntry& entry : PlanRegistry::global().passedOver(request)) {
+          out.append(py::make_tuple(exposed(entry), placementShortfall(entry->info, request.placement)));
+        }
+        return out;
+      },
+      LOOM_REQUEST_ARGS, "The plans that would fit but for the placement, each with why: [(PlanEntry, reason)].");
   module.def(
       "registry_load_directory",
       [](const std::string& directory, const std::string& source) {

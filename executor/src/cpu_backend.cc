@@ -10,11 +10,14 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "backend.hpp"
 #include "departure_watch.hpp"
+#include "environment.hpp"
 #include "loom/device/scale.hpp"
 #include "loom/shared_host_memory.hpp"
 #include "reduce_dispatch.hpp"
@@ -106,8 +109,12 @@ class CpuBackend final : public Backend {
                      [&]<typename T>() { device::scaleElements(static_cast<T*>(data), count, factor, 0, 1); });
   }
 
-  // Every block is a thread of its own: all of them run at once.
-  uint32_t maxResidentBlocks(uint32_t, DataType, ReduceOp) override { return UINT32_MAX; }
+  // Every block is a thread of its own: all of them run at once. LOOM_CPU_RESIDENT_BLOCKS stands in for a
+  // GPU that holds that many (Executor::placement), so that the fit rule is tested without one.
+  uint32_t maxResidentBlocks(uint32_t, DataType, ReduceOp) override {
+    const std::optional<std::string> limit = processEnvironment("LOOM_CPU_RESIDENT_BLOCKS");
+    return limit ? uint32_t(parseInteger(*limit, 1, UINT32_MAX - 1, "LOOM_CPU_RESIDENT_BLOCKS")) : UINT32_MAX;
+  }
 
  private:
   // One host thread per block, all at once; throws what the first block (by index) threw. Meanwhile this

@@ -31,8 +31,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // The second line of the stamp: how the plans are installed. A folder installed another way (by a
-// Loom that wrote plain NAME.json files and no index) has another stamp, so it is installed again.
-constexpr char kLayout[] = "layout NAME.json.gz, .index";
+// Loom that wrote plain NAME.json files and no index, or an index of another format) has another stamp, so
+// it is installed again.
+constexpr char kLayout[] = "layout NAME.json.gz, .index 2";
 constexpr char kLockName[] = ".install.lock";
 
 Error systemError(const std::string& what, const fs::path& path, int code) {

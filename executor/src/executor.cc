@@ -96,6 +96,8 @@ struct Executor::Impl {
   std::unique_ptr<Backend> backend;
   std::shared_ptr<SharedProxy> proxy;  // this rank's, or its parent's on the same GPU (shared_proxy.hpp)
   std::vector<int> gpuSharers;         // ranks on this rank's GPU, this one included (several: gpu_sharing.hpp)
+  std::mutex placementMutex;
+  std::optional<Placement> placement;  // made by the first placement() call
   std::timed_mutex mutex;              // one call at a time: setup steps must happen in the same order on every rank
   std::unique_ptr<UserBufferStaging> staging;  // the multi-process CPU backend's copies of user buffers
   // Why an earlier call failed (a peer that timed out or went away), or empty; under its own lock, since
@@ -745,6 +747,22 @@ void Executor::scale(void* data, uint64_t bytes, DataType type, float factor, vo
 Communicator& Executor::communicator() const { return *impl_->communicator; }
 bool Executor::onGpu() const { return impl_->backend->onGpu(); }
 bool Executor::capturing(void* stream) const { return impl_->backend->capturing(stream); }
+
+Placement Executor::placement() const {
+  std::lock_guard lock(impl_->placementMutex);
+  if (impl_->placement) return *impl_->placement;
+  const Communicator& comm = *impl_->communicator;
+  Placement placement;
+  placement.residentBlocks = impl_->backend->maxResidentBlocks(1024, DataType::kFloat32, ReduceOp::kSum);
+  if (impl_->backend->onGpu()) {
+    placement.ranksSharingGpu = uint32_t(std::max<size_t>(impl_->gpuSharers.size(), 1));
+  } else {
+    placement.ranksSharingGpu = 0;
+    for (int r = 0; r < comm.worldSize(); ++r) placement.ranksSharingGpu += comm.sameProcess(r) && comm.sameNode(r);
+  }
+  impl_->placement = placement;
+  return placement;
+}
 ExecutorStats Executor::stats() const {
   std::lock_guard lock(impl_->mutex);
   ExecutorStats stats = impl_->stats;

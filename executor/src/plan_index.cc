@@ -13,7 +13,8 @@
 namespace loom {
 namespace {
 
-constexpr uint64_t kIndexFormat = 1;
+// 2: with thread_blocks (what a Placement limits); a folder indexed in format 1 is installed again.
+constexpr uint64_t kIndexFormat = 2;
 
 std::string quoted(std::string_view text) {
   std::string out = "\"";
@@ -69,6 +70,7 @@ PlanIndexEntry entryFrom(simdjson::dom::object item, const std::string& where) {
   if (simdjson::dom::element op = item["reduce_op"]; !op.is_null()) {
     info.reduceOp = enumNamed(std::string_view(op), kReduceOps, reduceOpName, where + ".reduce_op");
   }
+  info.threadBlocks = narrow(uint64_t(item["thread_blocks"]), where + ".thread_blocks");
   if (entry.file.empty() || entry.file.find('/') != std::string::npos) {
     throw Error(ErrorCategory::kInvalidPlan, where + ".file: expected a file name, got \"" + entry.file + "\"");
   }
@@ -90,7 +92,8 @@ std::string planIndexText(const std::vector<PlanIndexEntry>& entries) {
         << ", \"protocol\": " << quoted(protocolName(info.protocol))
         << ", \"inplace\": " << (info.inplace ? "true" : "false")
         << ", \"root\": " << (info.root ? std::to_string(*info.root) : "null")
-        << ", \"reduce_op\": " << (info.reduceOp ? quoted(reduceOpName(*info.reduceOp)) : "null") << "}";
+        << ", \"reduce_op\": " << (info.reduceOp ? quoted(reduceOpName(*info.reduceOp)) : "null")
+        << ", \"thread_blocks\": " << info.threadBlocks << "}";
   }
   out << "]}\n";
   return out.str();
@@ -137,6 +140,7 @@ std::string planInfoMismatch(const PlanInfo& info, const Plan& plan) {
   if (actual.inplace != info.inplace) return "inplace";
   if (actual.root != info.root) return "root";
   if (actual.reduceOp != info.reduceOp) return "reduce_op";
+  if (actual.threadBlocks != info.threadBlocks) return "thread_blocks";
   return "";
 }
 

@@ -94,7 +94,22 @@ PlanInfo planInfoFrom(const Plan& plan, PlanSource source) {
   info.root = plan.root;
   info.reduceOp = planReduceOp(plan);
   info.source = source;
+  for (const GpuProgram& gpu : plan.gpus) info.threadBlocks = std::max(info.threadBlocks, uint32_t(gpu.threadblocks.size()));
   return info;
+}
+
+bool fitsPlacement(const PlanInfo& info, const Placement& placement) {
+  return info.threadBlocks <= placement.threadBlocksPerRank();
+}
+
+std::string placementShortfall(const PlanInfo& info, const Placement& placement) {
+  if (fitsPlacement(info, placement)) return "";
+  const std::string ranks = placement.ranksSharingGpu > 1
+                                ? std::to_string(placement.ranksSharingGpu) + " ranks sharing the GPU"
+                                : std::string("a rank with the GPU to itself");
+  return std::to_string(info.threadBlocks) + " thread blocks per rank, but " + ranks + " may run at most " +
+         std::to_string(placement.threadBlocksPerRank()) + " each (the GPU holds " +
+         std::to_string(placement.residentBlocks) + " interpreter blocks at once)";
 }
 
 bool planFits(const PlanInfo& info, const SelectionRequest& request) {
@@ -110,9 +125,10 @@ bool planFits(const PlanInfo& info, const SelectionRequest& request) {
       std::find(info.dataTypes.begin(), info.dataTypes.end(), request.dataType) == info.dataTypes.end()) {
     return false;
   }
-  return std::all_of(request.tags.begin(), request.tags.end(), [&](const std::string& tag) {
+  const bool tagged = std::all_of(request.tags.begin(), request.tags.end(), [&](const std::string& tag) {
     return std::find(info.tags.begin(), info.tags.end(), tag) != info.tags.end();
   });
+  return tagged && fitsPlacement(info, request.placement);
 }
 
 bool rankedBefore(const RegisteredPlan& a, const RegisteredPlan& b) {
@@ -201,7 +217,7 @@ void PlanRegistry::invalidateLocked() {
 
 PlanRegistry::CacheKey PlanRegistry::keyOf(const SelectionRequest& r) {
   return CacheKey{r.collective, r.messageBytes, r.dataType, r.worldSize, r.ranksPerNode, r.inplace,
-                  r.capturing,  r.root ? int64_t(*r.root) : -1,      r.op,       r.tags};
+                  r.capturing,  r.root ? int64_t(*r.root) : -1,      r.op,       r.tags,         r.placement};
 }
 
 size_t PlanRegistry::CacheKeyHash::operator()(const CacheKey& k) const {
@@ -211,6 +227,7 @@ size_t PlanRegistry::CacheKeyHash::operator()(const CacheKey& k) const {
   mix(uint64_t(k.worldSize) << 32 | k.ranksPerNode);
   mix(uint64_t(k.root));
   mix(uint64_t(k.op));
+  mix(uint64_t(k.placement.ranksSharingGpu) << 32 | k.placement.residentBlocks);
   for (const std::string& tag : k.tags) mix(std::hash<std::string>{}(tag));
   return h;
 }
@@ -227,6 +244,14 @@ std::vector<PlanEntry> PlanRegistry::candidatesLocked(const SelectionRequest& re
 std::vector<PlanEntry> PlanRegistry::candidates(const SelectionRequest& request) const {
   std::shared_lock lock(mutex_);
   return candidatesLocked(request);
+}
+
+std::vector<PlanEntry> PlanRegistry::passedOver(const SelectionRequest& request) const {
+  SelectionRequest anywhere = request;
+  anywhere.placement = Placement{};
+  std::vector<PlanEntry> out = candidates(anywhere);
+  std::erase_if(out, [&](const PlanEntry& entry) { return fitsPlacement(entry->info, request.placement); });
+  return out;
 }
 
 std::shared_ptr<const Plan> PlanRegistry::select(const SelectionRequest& request) {
@@ -283,8 +308,11 @@ std::shared_ptr<const Plan> PlanRegistry::firstThatLoads(const std::vector<PlanE
 std::shared_ptr<const Plan> PlanRegistry::selectOrThrow(const SelectionRequest& request) {
   if (auto plan = select(request)) return plan;
   std::ostringstream out;
-  out << "no plan for " << describe(request) << ". Registered for " << collectiveName(request.collective) << " over "
-      << request.worldSize << " ranks:";
+  out << "no plan for " << describe(request) << ".";
+  for (const PlanEntry& entry : passedOver(request)) {
+    out << " Passed over '" << entry->info.name << "': " << placementShortfall(entry->info, request.placement) << ".";
+  }
+  out << " Registered for " << collectiveName(request.collective) << " over " << request.worldSize << " ranks:";
   bool any = false;
   for (const PlanEntry& entry : list()) {
     const PlanInfo& info = entry->info;

@@ -236,7 +236,7 @@ TEST_F(DefaultPlans, AFileThatNoLongerMatchesItsIndexEntryIsNotRun) {
   PlanRegistry again;
   again.ensureDefaultPlansLoaded();
   EXPECT_EQ(again.find("allreduce_allpairs_packet_2r_5794_23170")->path(), "");
-  writeAll(target_ / kPlanIndexName, "{\"format\": 1, \"plans\": [{\"file\": 3}]}");
+  writeAll(target_ / kPlanIndexName, "{\"format\": 2, \"plans\": [{\"file\": 3}]}");
   PlanRegistry third;
   const std::vector<std::string> skipped = third.ensureDefaultPlansLoaded();
   ASSERT_EQ(skipped.size(), 1u);

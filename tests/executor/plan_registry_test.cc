@@ -210,6 +210,48 @@ TEST(Selection, NoPlanErrorSaysWhatWasAskedAndWhatIsThere) {
   }
 }
 
+// A plan whose busiest rank has `blocks` thread blocks (the example's rank 1 gets them; rank 0 keeps one).
+PlanEntry addWithBlocks(PlanRegistry& registry, const std::string& name, uint32_t blocks, uint64_t maxBytes,
+                        PlanSource source = PlanSource::kUser) {
+  Plan plan = *examplePlan(name, 0, maxBytes);
+  plan.gpus[1].threadblocks.resize(blocks, plan.gpus[1].threadblocks[0]);
+  auto shared = std::make_shared<const Plan>(std::move(plan));
+  return registry.add(shared, planInfoFrom(*shared, source));
+}
+
+TEST(Selection, PlansWhoseBlocksDoNotFitThePlacementArePassedOver) {
+  PlanRegistry registry;
+  EXPECT_EQ(addWithBlocks(registry, "wide", 40, 4096)->info.threadBlocks, 40u);  // narrowest: first when it fits
+  addWithBlocks(registry, "narrow", 8, 1 << 20);
+  SelectionRequest request = allReduce(2048);
+  EXPECT_EQ(nameOf(registry.select(request)), "wide");  // no placement: no limit
+  request.placement = Placement{4, 131};                 // 4 ranks on a GPU of 132 multiprocessors: 32 each
+  EXPECT_EQ(request.placement.threadBlocksPerRank(), 32u);
+  EXPECT_EQ(nameOf(registry.select(request)), "narrow");
+  const std::vector<PlanEntry> passed = registry.passedOver(request);
+  ASSERT_EQ(passed.size(), 1u);
+  EXPECT_EQ(passed[0]->info.name, "wide");
+  EXPECT_EQ(placementShortfall(passed[0]->info, request.placement),
+            "40 thread blocks per rank, but 4 ranks sharing the GPU may run at most 32 each (the GPU holds 131 "
+            "interpreter blocks at once)");
+  EXPECT_EQ(placementShortfall(registry.find("narrow")->info, request.placement), "");
+  request.placement = Placement{40, 131};  // 3 blocks each: neither fits, and the error says why
+  EXPECT_EQ(registry.select(request), nullptr);
+  try {
+    registry.selectOrThrow(request);
+    FAIL() << "a plan that does not fit was selected";
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("Passed over 'narrow': 8 thread blocks per rank, but 40 ranks sharing the GPU may run at most 3"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("Passed over 'wide'"), std::string::npos) << text;
+  }
+  // The selection cache keys on the placement: the same call elsewhere is selected anew.
+  request.placement = Placement{1, 131};
+  EXPECT_EQ(nameOf(registry.select(request)), "wide");
+}
+
 TEST(Selection, ConcurrentSelectAndRegister) {
   PlanRegistry registry;
   add(registry, "wide", 0, uint64_t(1) << 30);

@@ -1,5 +1,5 @@
-"""`loom demo`: the README's main command. On the CPU backend here (4 ranks on host threads); on GPUs in
-test_executor_gpu.py."""
+"""`loom demo`: the README's main command. On the CPU backend here (4 ranks on host threads), and on one GPU
+(ranks sharing it); on several GPUs in test_executor_gpu.py."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import argparse
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from loom.tools import demo
 
 pytest.importorskip("loom._native", reason="the native module is not built")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _demo(tmp_path, *arguments: str) -> subprocess.CompletedProcess:
@@ -69,3 +71,25 @@ def test_without_gpus_the_demo_says_why_it_runs_on_the_cpu(monkeypatch):
     arguments = argparse.Namespace(cpu=False, gpus=None)
     monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
     assert demo._usable_gpus(arguments) == (0, "torch is not installed: the GPU run needs it for tensors and for NCCL")
+
+
+@pytest.mark.gpu
+def test_the_demo_on_one_gpu_runs_ranks_sharing_it_at_every_size(tmp_path):
+    """The README's main command on a machine of one GPU: 2 and 4 ranks sharing it, every default size up to
+    64 MiB, then world size 1 beside NCCL. The bundled 4-rank plans for larger sizes were tuned on GPUs of their
+    own and have more blocks than 4 ranks keep resident on one GPU: the selector passes over them."""
+    sys.path.insert(0, str(ROOT / "tests" / "runtime"))
+    from test_runtime_gpu import GPUS
+
+    if GPUS < 1:
+        pytest.skip("needs a GPU, this host has none")
+    pytest.importorskip("torch", reason="the GPU demo uses torch tensors and NCCL")
+    done = _demo(tmp_path, "--gpus", "1", "--calls", "5")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    assert done.stdout.startswith("loom demo: 1 GPU: 2 and 4 ranks sharing it"), output[-6000:]
+    for ranks in (2, 4):
+        assert f"demo_allreduce_packets_{ranks}r" in done.stdout, output[-6000:]
+    assert "64 MiB" in done.stdout, output[-6000:]
+    last = done.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("ok: ") and last.endswith("results matched the float64 reference"), output[-6000:]

@@ -9,6 +9,8 @@ without a GPU or torch. What their timings mean: docs/testing.md (kernel costs o
 - the drift check at 4 ranks; loom.Communicator with torch tensors eagerly and in CUDA graphs at 4 and 8,
   all-to-all-v included (host and device splits, graph replays with new splits, bf16 entries at 2-byte offsets);
 - compute-sanitizer memcheck and racecheck on a 4-rank case, and memcheck on all-to-all-v at 2-byte offsets;
+- with nothing registered by hand, every collective to 64 MiB at 2, 3, 4, 6 and 8 ranks on the plans the
+  selector picks to fit the GPU (gpu/bundled_selection_check.py);
 - the refusals: sharing without LOOM_SHARE_GPU=1, a malformed LOOM_SHARE_GPU, blocks that do not fit.
 """
 
@@ -138,6 +140,16 @@ def test_fast_and_generic_paths_agree_bit_for_bit_on_one_gpu(world, tmp_path):
 def test_drift_check_at_4_ranks_on_one_gpu(tmp_path):
     plans = write_library_plans(4, tmp_path)
     _run([str(GPU_CHECKS / "drift_check.py"), "--share-gpu", "4", "--plans", str(plans), "--sizes", "4100,1048592"])
+
+
+@pytest.mark.parametrize("world", [2, 3, 4, 6, 8])
+def test_bundled_plans_selected_to_fit_the_gpu_match_float64_to_64_mib(world, tmp_path):
+    # Nothing registered by hand: the selector passes over plans whose blocks the GPU cannot hold for every
+    # rank on it, and the JIT compiles fewer instances where none fits (issue 55).
+    output = _run(
+        [str(GPU_CHECKS / "bundled_selection_check.py"), "--share-gpu", str(world)], 540, LOOM_CACHE_DIR=str(tmp_path)
+    )
+    assert f"bundled selection at {world} ranks sharing the GPU: 0 failures" in output, output[-4000:]
 
 
 @pytest.mark.parametrize("world", [4, 8])

@@ -14,6 +14,7 @@ symbolic verifier) and caches it by content hash. ``loom.Communicator`` and ``li
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from loom.algorithms import ALGORITHMS, COUNTED_ALGORITHMS
@@ -84,9 +85,17 @@ def plan_for_call(
     message_bytes: int,
     inplace: bool,
     root: int | None = None,
+    max_thread_blocks: int | None = None,
 ) -> JitPlan:
     """Compile (or read back from the cache) the plan that serves the call; a LoomError naming the
-    collective, the shape and the algorithm when there is none or it does not compile or verify."""
+    collective, the shape and the algorithm when there is none or it does not compile or verify.
+
+    ``max_thread_blocks`` is the most thread blocks a rank's plan may have where it runs (the placement:
+    ranks sharing a GPU, the GPU's multiprocessors). Where the table's choice has more, the algorithm is
+    compiled with fewer instances, named with ``_i<instances>``; a LoomError says why when even one
+    instance does not fit."""
+    if max_thread_blocks is not None and (isinstance(max_thread_blocks, bool) or max_thread_blocks < 1):
+        raise InvalidArgumentError(f"max_thread_blocks: expected a positive integer or None, got {max_thread_blocks!r}")
     choice = choose(collective, world_size, ranks_per_node, message_bytes)
     shape = f"{world_size} ranks, {ranks_per_node} per node"
     if choice is None:
@@ -110,10 +119,32 @@ def plan_for_call(
     if collective in ("broadcast", "reduce"):
         spec["root"] = root or 0
         spec["plan_name"] = f"{name}_root{spec['root']}"
+    full_name = spec["plan_name"]
     try:
-        return jit_compile(choice.algorithm, spec)
+        found = jit_compile(choice.algorithm, spec)
+        blocks = thread_blocks(found.text)
+        # Thread blocks grow with instances: scale them down to the limit, then step down while still above it.
+        while max_thread_blocks is not None and blocks > max_thread_blocks and spec["instances"] > 1:
+            scaled = spec["instances"] * max_thread_blocks // blocks
+            instances = max(1, min(scaled, spec["instances"] - 1))
+            spec = {**spec, "instances": instances, "plan_name": f"{full_name}_i{instances}"}
+            found = jit_compile(choice.algorithm, spec)
+            blocks = thread_blocks(found.text)
     except LoomError as error:
         raise LoomError(f"JIT plan for {collective} over {shape} ({choice.algorithm}): {error}") from error
+    if max_thread_blocks is not None and blocks > max_thread_blocks:
+        raise LoomError(
+            f"no plan for {collective} of {message_bytes} bytes over {shape} fits where it runs: {choice.algorithm}"
+            f" with {spec['instances']} instance(s) has {blocks} thread blocks per rank, and at most"
+            f" {max_thread_blocks} fit"
+            " (the GPU's resident blocks shared by the ranks on it)"
+        )
+    return found
+
+
+def thread_blocks(plan_text: str) -> int:
+    """The most thread blocks any rank of a plan (JSON text) has."""
+    return max((len(gpu["threadblocks"]) for gpu in json.loads(plan_text)["gpus"]), default=0)
 
 
 # The eager send/recv of a pair (docs/executor.md, "small messages without the handshake"): a round whose
@@ -139,4 +170,12 @@ def packet_pair_plan(capacity: int) -> JitPlan:
     return jit_compile("alltoallv_packet", spec)
 
 
-__all__ = ["JIT_COLLECTIVES", "PACKET_CAPACITY_LIMIT", "JitChoice", "choose", "packet_pair_plan", "plan_for_call"]
+__all__ = [
+    "JIT_COLLECTIVES",
+    "PACKET_CAPACITY_LIMIT",
+    "JitChoice",
+    "choose",
+    "packet_pair_plan",
+    "plan_for_call",
+    "thread_blocks",
+]

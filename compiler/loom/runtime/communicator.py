@@ -389,6 +389,7 @@ class Communicator:
                     message_bytes=message_bytes,
                     inplace=inplace,
                     root=root,
+                    max_thread_blocks=_blocks_per_rank(self.executor.placement),
                 )
                 mine = b"P" + found.text.encode()
             except LoomError as error:
@@ -412,16 +413,19 @@ class Communicator:
         root: int | None,
         op: str,
     ) -> object | None:
-        """The registered plan the selector picks for the call, else a JIT plan for it, else None."""
+        """The registered plan the selector picks for the call among those whose thread blocks fit this rank's
+        placement, else a JIT plan for it (with fewer instances where the bundled choice does not fit), else
+        None."""
         args = (collective, message_bytes, dtype, self.world_size, self.ranks_per_node)
-        plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op)
+        placement = self.executor.placement
+        plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op, placement)
         # A JIT plan another communicator of this process registered is agreed on here too before it runs:
         # ranks of this one in other processes may not have it, and they come to the exchange.
         unagreed = plan is not None and plan.name in _JIT_PLANS and plan.name not in self._jit_agreed
         if (plan is None or unagreed) and self.world_size > 1 and op == "sum":
             if self._jit_plan(collective, message_bytes, inplace, root) is not None:
                 # Selected like any registered plan: a custom selector may still refuse it.
-                plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op)
+                plan = native_module().registry_select(*args, inplace, capturing, root, self.tags, op, placement)
         return plan
 
     def _run(
@@ -453,7 +457,9 @@ class Communicator:
             return
         fallback = registry.fallback()
         if fallback is None:
-            native_module().registry_select_or_raise(*args, inplace, capturing, root, self.tags, op)  # raises
+            native_module().registry_select_or_raise(
+                *args, inplace, capturing, root, self.tags, op, self.executor.placement
+            )  # raises
         request = types.SimpleNamespace(
             collective=collective,
             message_bytes=source.nbytes,
@@ -467,6 +473,12 @@ class Communicator:
             op=op,
         )
         fallback(request, target.owner, source.owner)
+
+
+def _blocks_per_rank(placement: tuple[int, int]) -> int | None:
+    """The most thread blocks a rank's plan may have at ``placement`` (Executor.placement); None: no limit."""
+    ranks_sharing, resident_blocks = placement
+    return None if resident_blocks >= 0xFFFFFFFF else resident_blocks // max(ranks_sharing, 1)
 
 
 @functools.cache

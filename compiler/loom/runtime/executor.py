@@ -43,6 +43,12 @@ class Executor:
     def on_gpu(self) -> bool:
         return self._on_gpu
 
+    @property
+    def placement(self) -> tuple[int, int]:
+        """Where this rank's plans run, for selection: (ranks sharing its GPU, interpreter blocks the GPU holds
+        at once). A plan fits when its busiest rank's thread blocks times the first are at most the second."""
+        return tuple(self._native.placement)
+
     def abort(self, wait_s: float = 5.0) -> bool:
         """Like ``ncclCommAbort``: end a call in flight on another thread (on the CPU backend within about
         100 ms) and free the plans' channels, scratch and contexts without waiting for peers, which may be

@@ -123,12 +123,15 @@ def select(
     root: int | None = None,
     tags: Iterable[str] = (),
     op: str = "sum",
+    placement: tuple[int, int] | None = None,
 ) -> object | None:
     """The plan the selector picks for one call, or None (cached per request). ``op`` is the call's
-    reduction operator: a plan that reduces with another one does not fit."""
-    return native_module().registry_select(
-        collective, message_bytes, dtype, world_size, ranks_per_node, inplace, capturing, root, list(tags), op
-    )
+    reduction operator: a plan that reduces with another one does not fit. ``placement`` is where it runs,
+    ``(ranks sharing the GPU, interpreter blocks the GPU holds at once)`` as ``Executor.placement`` gives it:
+    a plan whose busiest rank's thread blocks times the first exceed the second does not fit (None: no
+    limit)."""
+    request = (collective, message_bytes, dtype, world_size, ranks_per_node, inplace, capturing, root, list(tags), op)
+    return native_module().registry_select(*request, placement)
 
 
 def load_default_plans() -> list[str]:

@@ -210,6 +210,7 @@ def _cmd_jit_plan(args: argparse.Namespace) -> int:
         message_bytes=args.bytes,
         inplace=args.inplace,
         root=args.root,
+        max_thread_blocks=args.max_thread_blocks,
     )
     print(found.path)
     return 0
@@ -352,6 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
     jit_plan.add_argument("--bytes", type=int, required=True, help="this rank's input bytes")
     jit_plan.add_argument("--inplace", action="store_true")
     jit_plan.add_argument("--root", type=int, default=None)
+    jit_plan.add_argument(
+        "--max-thread-blocks",
+        type=int,
+        default=None,
+        help="the most thread blocks a rank's plan may have where it runs (fewer instances where needed)",
+    )
     jit_plan.add_argument(
         "--packets",
         type=int,

@@ -24,6 +24,7 @@
 #include "loom/data_type.hpp"
 #include "loom/error.hpp"
 #include "loom/plan.hpp"
+#include "loom/plan_registry.hpp"
 
 namespace loom {
 
@@ -143,6 +144,11 @@ class Executor {
   bool onGpu() const;
   // Whether a CUDA graph is being captured on `stream` (always false on the CPU backend).
   bool capturing(void* stream) const;
+  // Where this rank's plans run, for selection (plan_registry.hpp): the ranks sharing its GPU and the
+  // interpreter blocks of 1024 threads the GPU holds at once (smaller blocks fit no better: at most one
+  // runs per multiprocessor). No limit on the CPU backend, unless LOOM_CPU_RESIDENT_BLOCKS=N stands in for
+  // a GPU that holds N blocks, shared by the ranks of this process on this host (to test the fit rule).
+  Placement placement() const;
   ExecutorStats stats() const;
 
  private:

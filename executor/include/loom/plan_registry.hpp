@@ -30,6 +30,20 @@ namespace loom {
 enum class PlanSource : uint8_t { kUser, kBundled };
 std::string_view planSourceName(PlanSource source);
 
+// Where a call's plan will run. The interpreter blocks of one call wait for one another, so all of them
+// must be resident at once: those of every rank sharing the GPU (ranksSharingGpu, more than one only in
+// the testing mode LOOM_SHARE_GPU=1) within residentBlocks, the blocks the GPU holds at once
+// (gpu_sharing.hpp). A plan fits when its busiest rank's blocks times ranksSharingGpu are at most
+// residentBlocks. The default, no limit, is a request that says nothing of where it runs.
+struct Placement {
+  uint32_t ranksSharingGpu = 1;
+  uint32_t residentBlocks = UINT32_MAX;
+  // The most thread blocks a rank's plan may have here.
+  uint32_t threadBlocksPerRank() const { return residentBlocks / (ranksSharingGpu == 0 ? 1 : ranksSharingGpu); }
+  bool limited() const { return residentBlocks != UINT32_MAX; }
+  bool operator==(const Placement&) const = default;
+};
+
 // Where a registered plan fits and how it ranks. Built from the plan by planInfoFrom(); a caller may
 // narrow the size range (never widen it past the plan's own), restrict data types, add tags.
 struct PlanInfo {
@@ -47,6 +61,7 @@ struct PlanInfo {
   std::vector<std::string> tags;     // a request's tags must all be among these
   int32_t priority = 0;              // higher wins among equally narrow fits
   PlanSource source = PlanSource::kUser;
+  uint32_t threadBlocks = 0;  // the most thread blocks of any of its ranks (what a Placement limits)
 };
 PlanInfo planInfoFrom(const Plan& plan, PlanSource source = PlanSource::kUser);
 
@@ -87,14 +102,20 @@ struct SelectionRequest {
   std::optional<uint32_t> root;
   ReduceOp op = ReduceOp::kSum;  // the call's operator: a reducing plan must use this one
   std::vector<std::string> tags;
+  Placement placement;                // where it runs: plans whose blocks do not fit there are no candidates
   std::vector<PlanEntry> candidates;  // the registered plans that fit, best first (default order)
 };
 
 // Returns a plan for the request (usually one of its candidates) or nullptr for none.
 using Selector = std::function<std::shared_ptr<const Plan>(const SelectionRequest&)>;
 
-// Whether `entry` fits `request` (collective, shape, in-place, root, size, data type, operator, tags).
+// Whether `entry` fits `request` (collective, shape, in-place, root, size, data type, operator, tags) and its
+// thread blocks fit the request's placement.
 bool planFits(const PlanInfo& info, const SelectionRequest& request);
+// Whether the plan's thread blocks fit `placement` (part of planFits).
+bool fitsPlacement(const PlanInfo& info, const Placement& placement);
+// Why a plan does not fit `placement`, with the numbers ("" when it fits).
+std::string placementShortfall(const PlanInfo& info, const Placement& placement);
 // The default selector's order: user before bundled, narrower range, higher priority, earlier.
 bool rankedBefore(const RegisteredPlan& a, const RegisteredPlan& b);
 
@@ -134,6 +155,8 @@ class PlanRegistry {
   std::shared_ptr<const Plan> selectOrThrow(const SelectionRequest& request);
   // The candidates of `request` in the default order (what the selector is handed).
   std::vector<PlanEntry> candidates(const SelectionRequest& request) const;
+  // The plans that would be candidates of `request` but for its placement, in the default order.
+  std::vector<PlanEntry> passedOver(const SelectionRequest& request) const;
 
   // Registers every *.json and *.json.gz in `directory` as `source` plans, skipping names already
   // registered. A file its folder's index (.index, written by the installer, default_plans.hpp) lists
@@ -160,6 +183,7 @@ class PlanRegistry {
     int64_t root;
     ReduceOp op;
     std::vector<std::string> tags;
+    Placement placement;
     bool operator==(const CacheKey&) const = default;
   };
   struct CacheKeyHash {
