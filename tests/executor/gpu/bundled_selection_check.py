@@ -56,7 +56,7 @@ def check_rank(bootstrap, sizes: list[int]) -> int:
                 result = tensor
             else:
                 result = torch.empty_like(tensor)
-                comm.all_reduce(result, tensor)
+                comm.all_reduce(tensor, output=result)
             ranks.synchronize()
             check(f"all_reduce{' in place' if inplace else ''}", count * 4, result, total, "allreduce", inplace)
         out = torch.empty(count * world, device="cuda")
