@@ -38,9 +38,13 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConf
   // Every rank's host, process and GPU; rank 0's random job key names the job's Unix sockets.
   std::random_device random;
   const uint64_t key = (uint64_t(random()) << 32) ^ random() ^ processHash();
+  // And the identity of its descriptor mailbox: only those who know it may pass this rank descriptors.
+  const MailboxIdentity mailbox = MailboxIdentity::drawn();
   ByteWriter mine;
   mine.put(hostHash()).put(key).put(processHash()).put(uint32_t(impl.cudaBusId.size()));
   mine.putBytes(std::span(reinterpret_cast<const uint8_t*>(impl.cudaBusId.data()), impl.cudaBusId.size()));
+  mine.put(mailbox.pid).put(mailbox.name);
+  mine.putBytes(std::span(mailbox.noteKey.data(), mailbox.noteKey.size()));
   std::vector<Bootstrap::Bytes> all = impl.bootstrap->allGather(mine.take());
   std::map<uint64_t, int> nodeOfHost;
   const int rank = impl.bootstrap->rank();
@@ -53,6 +57,11 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConf
     std::string busId(in.get<uint32_t>(), '\0');
     in.getBytes(std::span(reinterpret_cast<uint8_t*>(busId.data()), busId.size()));
     impl.busIds.push_back(std::move(busId));
+    MailboxIdentity identity;
+    identity.pid = in.get<int32_t>();
+    identity.name = in.get<uint64_t>();
+    in.getBytes(std::span(identity.noteKey.data(), identity.noteKey.size()));
+    impl.mailboxes.push_back(identity);
     if (r == 0) impl.jobKey = rankKey;
     auto [it, fresh] = nodeOfHost.emplace(host, int(nodeOfHost.size()));
     impl.nodes.push_back(it->second);

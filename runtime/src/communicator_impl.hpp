@@ -29,7 +29,8 @@ struct Communicator::Impl {
   std::string cudaBusId;            // of cudaDevice; empty for host memory only
   std::vector<std::string> busIds;  // GPU bus id of each rank, empty where host-only
   uint64_t jobKey = 0;
-  std::unique_ptr<FdMailbox> fdMailbox;  // opened at the first cuMem descriptor sent or received
+  std::vector<MailboxIdentity> mailboxes;  // each rank's descriptor mailbox (fd_passing.hpp)
+  std::unique_ptr<FdMailbox> fdMailbox;    // opened at the first cuMem descriptor sent or received
   std::shared_ptr<IbContext> ibContext;  // opened at the first InfiniBand registration or connection
   // Made at the first connection, channel or semaphore; shared with the connections' failure sinks,
   // which may run on their threads while the communicator goes.
@@ -50,7 +51,7 @@ struct Communicator::Impl {
     }
   }
   FdMailbox& mailbox() {
-    if (!fdMailbox) fdMailbox = std::make_unique<FdMailbox>(jobKey, rank());
+    if (!fdMailbox) fdMailbox = std::make_unique<FdMailbox>(jobKey, rank(), mailboxes);
     return *fdMailbox;
   }
   DeviceDiagnostics& deviceDiagnostics() {
