@@ -67,3 +67,13 @@ def test_missing_signal_ends_in_the_timeout_diagnostic() -> None:
     # Said on stderr without being asked (TimeoutAnnouncer), as a trap surfacing in torch never asks.
     assert "loom: warning: rank 0, thread block" in output and "the kernel stopped there" in output
     assert "rank 0: ok" in output and "rank 1: ok" in output
+
+
+@pytest.mark.gpu
+@_needs(1)
+def test_cumem_descriptors_pass_between_two_processes_on_one_gpu() -> None:
+    # The descriptor mailbox (fd_passing.hpp) between processes: cuMem allocations exported by file
+    # descriptor, imported by the other process, written through a memory channel (issue 53's cuMem path).
+    program = _program("loom_runtime_gpu_tests")
+    output = _launch(2, program, "--gtest_filter=*CuMem*", env={"LOOM_TEST_ONE_GPU": "1"})
+    assert "[  PASSED  ] 2 tests" in output and "FAILED" not in output, output[-4000:]

@@ -39,7 +39,11 @@ struct GpuJob {
 
   GpuJob() {
     LaunchEnvironment environment = detectLaunchEnvironment();
-    LOOM_CUDA_OK(cudaSetDevice(environment.localRank.value_or(environment.rank)));
+    // LOOM_TEST_ONE_GPU=1: every rank on GPU 0, as processes (their kernels take turns), so that what
+    // passes between processes (cuMem descriptors) is tested on a machine with one GPU.
+    const char* oneGpu = std::getenv("LOOM_TEST_ONE_GPU");
+    const bool shared = oneGpu != nullptr && std::string(oneGpu) == "1";
+    LOOM_CUDA_OK(cudaSetDevice(shared ? 0 : environment.localRank.value_or(environment.rank)));
     bootstrap = std::make_shared<Bootstrap>(Bootstrap::fromEnvironment());
     comm = std::make_unique<Communicator>(bootstrap);
     currentJob = this;
