@@ -1,8 +1,8 @@
 """A local process that is no rank of the job, trying to get into its descriptor passing (issue 53): it
 watches /proc/net/unix for the job's sockets and, until its standard input closes, posts to each forged
 notes carrying its own memfds (filled with a marker), and junk: short and long notes, several descriptors,
-connections that post nothing, and datagrams of the old protocol. At the end it prints one JSON line: what it saw and posted, and
-whether any of its memfds was changed (job data written into the intruder's memory).
+connections that post nothing, and datagrams of the old protocol. At the end it prints one JSON line: what
+it saw and posted, and whether any of its memfds was changed (job data written into the intruder's memory).
 
     python tests/runtime/descriptor_intruder.py </dev/null     # as the job's user, or under runuser -u nobody
 
