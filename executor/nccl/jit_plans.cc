@@ -140,10 +140,26 @@ std::string compileOnRankZero(const ncclComm& comm, const SelectionRequest& requ
   return runJitPlan(comm, options);
 }
 
-// Rank 0's reply, as every rank of `comm` gets it (collective over the communicator).
-std::string fromRankZero(ncclComm& comm, const std::string& mine) {
-  const auto all = comm.bootstrap->allGather(std::span(reinterpret_cast<const uint8_t*>(mine.data()), mine.size()));
-  return std::string(all[0].begin(), all[0].end());
+// Rank 0's reply, as every rank of `comm` gets it (collective over the communicator). Every message starts
+// with what it is for (`purpose`): a rank at another exchange (another root, a call this rank skipped) is
+// named in the reply "E ranks disagree: ...", never read as a plan.
+std::string fromRankZero(ncclComm& comm, const std::string& purpose, const std::string& mine) {
+  const std::string header = "loom JIT plan for " + purpose + "\n";
+  const std::string sent = header + mine;
+  const auto all = comm.bootstrap->allGather(std::span(reinterpret_cast<const uint8_t*>(sent.data()), sent.size()));
+  std::string differing;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::string theirs(all[r].begin(), all[r].end());
+    if (theirs.starts_with(header)) continue;
+    const std::string what = theirs.starts_with("loom ") ? theirs.substr(0, std::min<size_t>(theirs.find('\n'), 200))
+                                                         : std::string("another exchange");
+    differing += "; rank " + std::to_string(r) + " is at " + what;
+  }
+  if (!differing.empty()) {
+    return "Eranks disagree: rank " + std::to_string(comm.rank) + " asks for a JIT plan for " + purpose + differing +
+           " (every rank must make the same calls in the same order, with the same root)";
+  }
+  return std::string(all[0].begin() + std::ptrdiff_t(header.size()), all[0].end());
 }
 
 std::string failureKey(const SelectionRequest& request) {
@@ -175,7 +191,8 @@ bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision) {
       decision.jitAtGroupEnd = true;
       return false;
     }
-    const std::string sent = fromRankZero(comm, comm.rank == 0 ? compileOnRankZero(comm, request) : std::string());
+    const std::string sent =
+        fromRankZero(comm, sizedKey, comm.rank == 0 ? compileOnRankZero(comm, request) : std::string());
     const std::string who = "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize);
     if (!sent.empty() && (sent[0] == 'S' || sent[0] == 'B')) {
       // Not a failure: the library has no algorithm for it (more ranks than it runs, above 1 GiB).
@@ -211,7 +228,8 @@ std::shared_ptr<const Plan> usePacketPlan(ncclComm& pair, uint64_t capacity) {
   const std::vector<std::string> options = {
       "--collective",          "alltoallv", "--world-size", "2", "--ranks-per-node", "2", "--bytes", "0", "--packets",
       std::to_string(capacity)};
-  const std::string sent = fromRankZero(pair, pair.rank == 0 ? runJitPlan(pair, options) : std::string());
+  const std::string sent = fromRankZero(pair, "send/recv packets of up to " + std::to_string(capacity) + " bytes",
+                                        pair.rank == 0 ? runJitPlan(pair, options) : std::string());
   const std::string who = "rank " + std::to_string(pair.rank) + "/2";
   if (sent.empty() || sent[0] != 'P') {
     jit.packetFailed = true;

@@ -85,11 +85,45 @@ SelectionRequest makeRequest(const std::string& collective, uint64_t messageByte
   return request;
 }
 
-// A Python selector returns a candidate (PlanEntry), a loom.Plan, or None.
-Selector wrapSelector(py::function function) {
-  return [function = std::move(function)](const SelectionRequest& request) -> std::shared_ptr<const Plan> {
+// A Python callable the registry keeps: copies of the selector share it (a copy of a py::function would
+// touch its reference count without the GIL, on whatever thread selects), and the last one lets it go under
+// the GIL, or not at all once the interpreter is finalizing: the registry is a static of the process and
+// outlives Python, and releasing a Python object then ends the process ("PyThreadState_Get: GIL released").
+class PythonCallable {
+ public:
+  explicit PythonCallable(py::function function) : function_(std::move(function)) {}
+  ~PythonCallable() {
+    if (!interpreterRunning()) {
+      function_.release();  // the interpreter is gone or going: it reclaims its own objects
+      return;
+    }
     py::gil_scoped_acquire gil;
-    py::object chosen = function(request);
+    function_ = py::function();
+  }
+  PythonCallable(const PythonCallable&) = delete;
+  PythonCallable& operator=(const PythonCallable&) = delete;
+
+  static bool interpreterRunning() {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsInitialized() != 0 && !Py_IsFinalizing();
+#else
+    return Py_IsInitialized() != 0 && !_Py_IsFinalizing();
+#endif
+  }
+  const py::function& function() const { return function_; }
+
+ private:
+  py::function function_;
+};
+
+// A Python selector returns a candidate (PlanEntry), a loom.Plan, or None. While the interpreter shuts down
+// it is not called: no plan (the caller's error says so).
+Selector wrapSelector(py::function function) {
+  auto callable = std::make_shared<PythonCallable>(std::move(function));
+  return [callable](const SelectionRequest& request) -> std::shared_ptr<const Plan> {
+    if (!PythonCallable::interpreterRunning()) return nullptr;
+    py::gil_scoped_acquire gil;
+    py::object chosen = callable->function()(request);
     if (chosen.is_none()) return nullptr;
     if (py::isinstance<RegisteredPlan>(chosen)) return chosen.cast<MutableEntry>()->plan();
     if (py::isinstance<Plan>(chosen)) return chosen.cast<std::shared_ptr<Plan>>();

@@ -35,12 +35,16 @@ namespace fs = std::filesystem;
 // it is installed again.
 constexpr char kLayout[] = "layout NAME.json.gz, .index 2";
 constexpr char kLockName[] = ".install.lock";
+// The plan files the last install wrote, one name a line: all that a later install may remove.
+constexpr char kManifestName[] = ".manifest";
 
 Error systemError(const std::string& what, const fs::path& path, int code) {
   return Error(ErrorCategory::kSystem, what + " '" + path.string() + "': " + std::strerror(code));
 }
 
 std::optional<std::string> readFile(const fs::path& path) {
+  std::error_code error;
+  if (fs::symlink_status(path, error).type() == fs::file_type::symlink) return std::nullopt;  // never followed
   std::ifstream file(path, std::ios::binary);
   if (!file) return std::nullopt;
   std::ostringstream text;
@@ -108,7 +112,10 @@ bool holds(const std::optional<std::string>& existing, const std::string& json) 
 // stamp install one after another, and the later ones find the stamp.
 class InstallLock {
  public:
-  explicit InstallLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  // Never through a symbolic link: a link planted in a shared cache would have the installer create or lock
+  // a file elsewhere.
+  explicit InstallLock(const fs::path& path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) {
     if (fd_ < 0) throw systemError("cannot open", path, errno);
     // Where the file system has no locks (ENOLCK, some network mounts) it goes on unlocked: every
     // write is atomic, so ranks installing at once only repeat each other's work.
@@ -122,6 +129,22 @@ class InstallLock {
  private:
   int fd_;
 };
+
+// The plan files an earlier install wrote into `target`: its manifest, else (a Loom that kept none) the
+// names its stamp lists; empty when neither is there.
+std::set<std::string> previouslyInstalled(const fs::path& target) {
+  std::set<std::string> names;
+  std::optional<std::string> text = readFile(target / kManifestName);
+  if (!text) text = readFile(target / kInstalledStampName);  // its version and layout lines name no plan file
+  if (!text) return names;
+  std::istringstream lines(*text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const std::string name = line.substr(0, line.find(' '));
+    if (isPlanFile(name) && name.find('/') == std::string::npos) names.insert(name);
+  }
+  return names;
+}
 
 bool hasPlans(const fs::path& folder) {
   std::error_code error;
@@ -211,15 +234,33 @@ std::vector<std::string> installDefaultPlans(const std::string& bundled, const s
 
   std::set<std::string> names;
   for (const std::string& file : installed) names.insert(fs::path(file).filename().string());
-  std::vector<fs::path> stale;
+  // Only what an install wrote goes: the plans the last install's manifest lists (or, from a Loom that kept
+  // none, its stamp) that are no longer bundled, and only as the regular files it wrote. Anything else in
+  // the folder is the user's: left alone, and named.
+  const std::set<std::string> before = previouslyInstalled(fs::path(target));
+  std::vector<std::string> unknown;
   for (const auto& item : fs::directory_iterator(target, error)) {
     const std::string name = item.path().filename().string();
-    if (isPlanFile(name) && names.count(name) == 0) stale.push_back(item.path());
-  }
-  for (const fs::path& path : stale) {
+    if (!isPlanFile(name) || names.count(name) != 0) continue;
     std::error_code ignored;  // another rank of this host may have removed it already
-    fs::remove(path, ignored);
+    if (before.count(name) != 0 && fs::symlink_status(item.path(), ignored).type() == fs::file_type::regular) {
+      fs::remove(item.path(), ignored);
+    } else {
+      unknown.push_back(name);
+    }
   }
+  if (!unknown.empty()) {
+    std::sort(unknown.begin(), unknown.end());
+    std::string list;
+    for (const std::string& name : unknown) list += (list.empty() ? "" : ", ") + name;
+    std::fprintf(stderr,
+                 "loom: warning: %s holds files the installer did not write, left alone (and registered as bundled "
+                 "plans if they are plans): %s\n",
+                 target.c_str(), list.c_str());
+  }
+  std::string manifest;
+  for (const std::string& name : names) manifest += name + "\n";
+  writeAtomically(fs::path(target) / kManifestName, manifest);
   writeAtomically(fs::path(target) / kPlanIndexName, planIndexText(index));
   writeAtomically(fs::path(target) / kInstalledStampName, stamp);
   return installed;

@@ -156,12 +156,13 @@ TEST_F(DefaultPlans, InstallWritesCompressedPlansTheIndexAndTheStampOnce) {
     EXPECT_EQ(planInfoMismatch(entry.info, plan), "") << entry.file;
   }
 
-  // A bundled plan more, and a plan of an older set: the stamp differs, so the folder is installed again.
+  // A bundled plan less: the stamp differs, so the folder is installed again and the plan it installed
+  // before goes; a plan the user put there stays.
   fs::remove(bundled_ / kSomePlans[2]);
-  writeAll(target_ / "allreduce_of_an_older_set.json", "{}");
+  writeAll(target_ / "allreduce_of_the_user.json", "{}");
   EXPECT_TRUE(ensureDefaultPlansInstalled(bundled_.string(), target_.string()));
   EXPECT_FALSE(fs::exists(installed(kSomePlans[2])));
-  EXPECT_FALSE(fs::exists(target_ / "allreduce_of_an_older_set.json"));
+  EXPECT_TRUE(fs::exists(target_ / "allreduce_of_the_user.json"));
   EXPECT_EQ(readPlanIndex((target_ / kPlanIndexName).string()).size(), 2u);
 }
 

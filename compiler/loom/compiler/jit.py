@@ -31,6 +31,7 @@ import hashlib
 import inspect
 import json
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Any
 from loom.algorithms import get
 from loom.compiler.driver import compile_algorithm, compile_file, compile_function
 from loom.errors import InvalidArgumentError, PlanError
-from loom.plan.cache import jit_dir, write_atomically
+from loom.plan.cache import jit_dir, read_regular_file, write_atomically
 from loom.plan.schema import check_schema
 from loom.version import __version__
 
@@ -89,8 +90,24 @@ def jit_compile(
         text, name = cached
         return JitPlan(path, text, name, key, from_cache=True)
     text = _compile(algorithm, spec)
-    write_atomically(path, text)
+    try:
+        write_atomically(path, text)
+    except OSError as error:
+        # A cache that cannot be written (read-only, full, not ours) costs a compile per process, not the job.
+        _warn_once(f"loom: the JIT keeps its plans in memory: cannot write {path.parent}: {error}")
+        _IN_MEMORY[path] = text
     return JitPlan(path, text, json.loads(text)["name"], key, from_cache=False)
+
+
+# Plans compiled by this process that its cache folder would not take, by the path they were meant for.
+_IN_MEMORY: dict[Path, str] = {}
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(message, file=sys.stderr, flush=True)
 
 
 def cache_key(algorithm: str | os.PathLike[str] | Callable[..., Any], spec: Mapping[str, Any] | None = None) -> str:
@@ -134,8 +151,11 @@ def _compile(algorithm: str | os.PathLike[str] | Callable[..., Any], spec: dict[
 
 def _read_plan(path: Path) -> tuple[str, str] | None:
     """(text, plan name) of a cached plan, or None when it is missing or does not read back as a plan."""
+    if path in _IN_MEMORY:
+        text = _IN_MEMORY[path]
+        return text, json.loads(text)["name"]
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_file(path)
         document = json.loads(text)
         check_schema(document, str(path))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError, PlanError):

@@ -17,6 +17,7 @@ Files are written with :func:`write_atomically`, so a reader never sees half a p
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -52,6 +53,16 @@ def jit_dir() -> Path:
     return cache_root() / "jit"
 
 
+def read_regular_file(path: Path) -> str:
+    """The text of ``path``, never through a symbolic link (its last part), nor from anything but a regular
+    file: a cache folder others can write to must not redirect Loom to files it did not write."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        return file.read().decode("utf-8")
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
 
@@ -73,4 +84,4 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-__all__ = ["cache_root", "default_plans_dir", "jit_dir", "write_atomically"]
+__all__ = ["cache_root", "default_plans_dir", "jit_dir", "read_regular_file", "write_atomically"]

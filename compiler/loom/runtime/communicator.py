@@ -379,7 +379,11 @@ class Communicator:
             return None  # LOOM_DEFAULT_PLANS=0: the user's plans only, none of Loom's own
         if choose(collective, self.world_size, self.ranks_per_node, message_bytes) is None:
             return None
-        mine = b""
+        # Tagged with what it is and for which call: a rank at another exchange (another root, a call this
+        # rank skipped) is named, never read as a plan.
+        call = f"{collective} of {message_bytes} bytes, {'in place' if inplace else 'out of place'}, root {root}"
+        header = f"loom JIT plan for {call}\n".encode()
+        body = b""
         if self.rank == 0:
             try:
                 found = plan_for_call(
@@ -391,12 +395,12 @@ class Communicator:
                     root=root,
                     max_thread_blocks=_blocks_per_rank(self.executor.placement),
                 )
-                mine = b"P" + found.text.encode()
-            except LoomError as error:
-                mine = b"E" + str(error).encode()
-        sent = self.bootstrap.all_gather(mine)[0]
+                body = b"P" + found.text.encode()
+            except Exception as error:  # noqa: BLE001 - whatever fails here must reach every rank, not hang them
+                body = b"E" + f"{type(error).__name__}: {error}".encode()
+        sent = _from_rank_zero(self.bootstrap.all_gather(header + body), header, self.rank, call)
         if sent[:1] == b"E":
-            raise LoomError(f"rank 0 could not compile a plan for this call: {sent[1:].decode()}")
+            raise LoomError(f"rank 0 could not compile a plan for this call ({call}): {sent[1:].decode()}")
         plan = native_module().Plan.parse(sent[1:].decode())
         registry.register_plan(plan, replace=True)  # ranks that are threads of one process share the registry
         _JIT_PLANS.add(plan.name)
@@ -473,6 +477,21 @@ class Communicator:
             op=op,
         )
         fallback(request, target.owner, source.owner)
+
+
+def _from_rank_zero(everyone: list[bytes], header: bytes, rank: int, call: str) -> bytes:
+    """Rank 0's part of a tagged exchange; ``ranks disagree`` naming each rank at another exchange."""
+    differing = []
+    for other, message in enumerate(everyone):
+        if not message.startswith(header):
+            theirs = message.split(b"\n", 1)[0] if message.startswith(b"loom ") else b"another exchange"
+            differing.append(f"rank {other} is at {theirs.decode(errors='replace')[:200]}")
+    if differing:
+        raise LoomError(
+            f"ranks disagree: rank {rank} asks for a JIT plan for {call}; {'; '.join(differing)} (every rank must"
+            " make the same collective calls in the same order, with the same root)"
+        )
+    return everyone[0][len(header) :]
 
 
 def _blocks_per_rank(placement: tuple[int, int]) -> int | None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from loom.errors import InvalidArgumentError
 from loom.native import native_module
 from loom.runtime.counted import entries_pointer
-from loom.runtime.tensors import BufferView, buffer_view, stream_handle
+from loom.runtime.tensors import BufferView, buffer_view, stream_handle, writable
 
 OPS = ("sum", "min", "max")
 
@@ -118,7 +118,7 @@ class Executor:
     def register_window(self, buffer: object) -> int:
         """Collective: ``buffer`` (a tensor or array) becomes a symmetric window of this rank; every rank
         registers one of the same bytes at the same call. Returns its handle, the same on every rank."""
-        view = buffer_view(buffer, "buffer")
+        view = writable(buffer_view(buffer, "buffer"))  # peers write into a window
         self._check_device("buffer", view)
         return self._native.register_window(view.pointer, view.nbytes)
 
@@ -171,6 +171,7 @@ class Executor:
             raise InvalidArgumentError(f"output: holds {target.nbytes} bytes, but {call()} writes {output_bytes}")
         self._check_device("input", source)
         self._check_device("output", target)
+        writable(target)
 
     def _check_device(self, name: str, view: BufferView) -> None:
         on_gpu = self._on_gpu

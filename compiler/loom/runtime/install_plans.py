@@ -6,7 +6,8 @@ The installer puts each one into ``<cache root>/default`` (:func:`loom.plan.cach
 ``NAME.json.gz``, beside ``.index`` (what the registry selects each plan by, so that a process decodes a
 plan only when it first runs it) and the stamp ``.installed`` (the Loom version, the layout, and every
 bundled plan's name and size). Every file is written through a temporary file and a rename; plans a
-previous version installed that are no longer bundled are removed. Running it again changes nothing.
+previous version installed (its ``.manifest``) that are no longer bundled are removed, and nothing else:
+files the installer did not write are left alone and named in a warning. Running it again changes nothing.
 
 The installer itself is C++ (``executor/src/default_plans_install.cc``), shared with libloom_nccl.so,
 which installs the plans the same way when an application that only preloads it initialises NCCL: each
@@ -66,8 +67,8 @@ def install_default_plans(target: Path | None = None, *, force: bool = False) ->
     ``target`` is the folder that receives the ``*.json.gz`` files, ``<cache root>/default`` by default
     (``default_plans_dir()``); to install under another cache root, pass ``root / "default"``. A file
     that already holds its plan is left alone (so a process loading the folder meanwhile sees no change)
-    unless ``force``; ``*.json`` and ``*.json.gz`` files in ``target`` that are not bundled plans are
-    removed. The index and the stamp are written last.
+    unless ``force``; of the other files in ``target`` only plans an earlier install wrote are removed (the
+    user's are left alone and named on stderr). The manifest, the index and the stamp are written last.
     """
     target = default_plans_dir() if target is None else Path(target)
     bundled = bundled_plans_dir()

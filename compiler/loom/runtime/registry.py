@@ -34,8 +34,8 @@ def _as_plan(plan: object) -> object:
     native = native_module()
     if isinstance(plan, native.Plan):
         return plan
-    if isinstance(plan, JitPlan):  # what loom.compile returns
-        plan = plan.path
+    if isinstance(plan, JitPlan):  # what loom.compile returns (its text: a cache that refused it has no file)
+        return native.Plan.parse(plan.text)
     if isinstance(plan, (str, os.PathLike)):
         return native.Plan.load(os.fspath(plan))
     raise InvalidArgumentError(

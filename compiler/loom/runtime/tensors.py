@@ -10,6 +10,7 @@ in ``sys.modules``, so that is where they are looked up.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import math
 import sys
@@ -48,6 +49,8 @@ class BufferView:
     device_index: int | None
     owner: object = field(repr=False, compare=False)
     keepalive: object = field(default=None, repr=False, compare=False)
+    readonly: bool = field(default=False, compare=False)  # the producer says it must not be written
+    argument: str = field(default="buffer", compare=False)  # what the caller called it, for errors
 
 
 def buffer_view(obj: object, argument: str) -> BufferView:
@@ -57,6 +60,33 @@ def buffer_view(obj: object, argument: str) -> BufferView:
     never copies behind the caller's back), has a dtype outside DTYPES, or lives on a device other than
     cpu or cuda.
     """
+    view = _view_of(obj, argument)
+    if view.nbytes > MAX_BUFFER_BYTES or view.pointer + view.nbytes > 1 << 64:
+        raise InvalidArgumentError(
+            f"{argument}: {view.nbytes} bytes at {view.pointer:#x} is past what Loom addresses (sizes and offsets"
+            " are 64-bit, at most 2^63 - 1 bytes)"
+        )
+    return dataclasses.replace(view, argument=argument)
+
+
+def writable(view: BufferView) -> BufferView:
+    """``view``, when Loom may write into it; an InvalidArgumentError naming the argument when its producer
+    marked it read-only (NumPy ``writeable=False``, a read-only buffer or array interface, DLPack's read-only
+    flag): a collective's output is written by the call, and by peers."""
+    if view.readonly and view.nbytes > 0:
+        raise InvalidArgumentError(
+            f"{view.argument}: is read-only (its producer says so), but Loom writes the call's result into it;"
+            " pass a writable buffer"
+        )
+    return view
+
+
+# Sizes and offsets are 64-bit end to end (DESIGN.md); the native layer takes them as uint64 and signed
+# differences of them must not wrap.
+MAX_BUFFER_BYTES = (1 << 63) - 1
+
+
+def _view_of(obj: object, argument: str) -> BufferView:
     if _is_instance_of(obj, "torch", "Tensor"):
         return _torch_view(obj, argument)
     interface = _interface(obj, "__cuda_array_interface__", argument)
@@ -169,7 +199,7 @@ def _numpy_view(array, argument: str) -> BufferView:
     if not array.flags.c_contiguous:
         raise _not_contiguous(argument, array.shape, array.strides, "bytes")
     pointer = array.__array_interface__["data"][0]
-    return BufferView(pointer, array.nbytes, dtype, "cpu", None, array)
+    return BufferView(pointer, array.nbytes, dtype, "cpu", None, array, readonly=not array.flags.writeable)
 
 
 @functools.lru_cache(maxsize=64)
@@ -194,12 +224,13 @@ def _cuda_interface_view(obj, interface: dict, argument: str) -> BufferView:
             f"{argument}.{name} has version {interface.get('version')!r}; Loom reads versions 2 and 3"
         )
     pointer, nbytes, dtype = _interface_layout(interface, argument, name)
-    return BufferView(pointer, nbytes, dtype, "cuda", _cuda_device_index(obj), obj)
+    readonly = bool(interface["data"][1])
+    return BufferView(pointer, nbytes, dtype, "cuda", _cuda_device_index(obj), obj, readonly=readonly)
 
 
 def _array_interface_view(obj, interface: dict, argument: str) -> BufferView:
     pointer, nbytes, dtype = _interface_layout(interface, argument, "__array_interface__")
-    return BufferView(pointer, nbytes, dtype, "cpu", None, obj)
+    return BufferView(pointer, nbytes, dtype, "cpu", None, obj, readonly=bool(interface["data"][1]))
 
 
 def _interface(obj, name: str, argument: str) -> dict | None:
@@ -319,6 +350,7 @@ _DL_FLOAT8_NAMES = {
     16: "float6_e3m2fn",
     17: "float4_e2m1fn",
 }
+_DL_FLAG_READ_ONLY = 1 << 0
 _DL_FLAG_IS_COPIED = 1 << 1
 
 
@@ -386,6 +418,7 @@ def _dlpack_view(obj, argument: str) -> BufferView:
     # unconsumed capsule and calls the deleter, exactly once. Consuming it instead (renaming it
     # "used_dltensor") would make Loom responsible for calling the deleter through a C function pointer, for
     # no gain: the memory must stay valid for as long as the view is used either way.
+    readonly = False
     if _capsule_is_valid(capsule, b"dltensor_versioned"):
         managed = _DLManagedTensorVersioned.from_address(_capsule_pointer(capsule, b"dltensor_versioned"))
         if managed.version.major != 1:
@@ -397,6 +430,7 @@ def _dlpack_view(obj, argument: str) -> BufferView:
             raise InvalidArgumentError(
                 f"{argument}.__dlpack__() exported a copy; Loom needs the array's own memory (no silent copies)"
             )
+        readonly = bool(managed.flags & _DL_FLAG_READ_ONLY)
     elif _capsule_is_valid(capsule, b"dltensor"):
         managed = _DLManagedTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
     else:
@@ -405,7 +439,7 @@ def _dlpack_view(obj, argument: str) -> BufferView:
             "capsule"
         )
     pointer, nbytes, dtype, device, index = _read_dl_tensor(managed.dl_tensor, argument)
-    return BufferView(pointer, nbytes, dtype, device, index, obj, keepalive=capsule)
+    return BufferView(pointer, nbytes, dtype, device, index, obj, keepalive=capsule, readonly=readonly)
 
 
 def _export_dlpack(obj, argument: str) -> object:

@@ -11,6 +11,8 @@
 //               (plan_index.hpp);
 //   .installed  the stamp: the Loom version, the layout, and every bundled file's name and size. A
 //               folder whose stamp is not that of the bundled plans at hand is installed again.
+//   .manifest   the plan files the install wrote: all that a later install may remove (the user's own
+//               files in the folder are never deleted). Lock and stamp are never opened through links.
 // Every file is written to a temporary file in the folder and renamed into place, so a process that
 // loads the folder meanwhile never reads half a file.
 
@@ -30,9 +32,10 @@ std::vector<std::string> bundledPlanFiles(const std::string& bundled);
 // What <target>/.installed holds once the plans of `bundled` are installed there.
 std::string installedStamp(const std::string& bundled);
 
-// Installs the plans of `bundled` into `target` (created if missing) and writes the index and the
-// stamp; returns the installed plan files, sorted. A file that already holds its plan is left alone
-// unless `force`; *.json and *.json.gz files of `target` that are not bundled plans are removed.
+// Installs the plans of `bundled` into `target` (created if missing) and writes the manifest, the index and
+// the stamp; returns the installed plan files, sorted. A file that already holds its plan is left alone
+// unless `force`. Of the other files in `target`, only plans an earlier install wrote (its .manifest, or
+// its stamp) are removed, and only as regular files; anything else is left alone and named on stderr.
 std::vector<std::string> installDefaultPlans(const std::string& bundled, const std::string& target, bool force = false);
 // installDefaultPlans() unless <target>/.installed is already installedStamp(bundled); true when it
 // installed. Processes of one host may call it at once: one installs (holding <target>/.install.lock)

@@ -51,7 +51,7 @@ def _names(folder: Path) -> list[str]:
 
 
 def _installed_names() -> list[str]:
-    return sorted([installed_name(path) for path in bundled_plans()] + [INDEX_NAME, STAMP_NAME])
+    return sorted([installed_name(path) for path in bundled_plans()] + [INDEX_NAME, STAMP_NAME, ".manifest"])
 
 
 def test_a_checkout_installs_its_own_plans_folder():
@@ -220,17 +220,50 @@ def test_a_damaged_installed_plan_is_restored(root):
     assert gzip.decompress(installed[0].read_bytes()) == bundled_plans()[0].read_bytes()
 
 
-def test_stale_plans_are_removed_and_other_files_kept(root):
+def test_only_plans_an_install_wrote_are_removed_and_the_users_files_are_named(root, capfd):
     target = root / "default"
     target.mkdir(parents=True)
-    (target / "allreduce_from_an_old_release.json").write_text("{}")
-    (target / "allreduce_from_an_old_release.json.gz").write_bytes(gzip.compress(b"{}"))
+    # The user's own files, plans among them, in the folder (or in one that `default` links to): never deleted.
+    (target / "my_allreduce.json").write_text("{}")
+    (target / "my_allreduce.json.gz").write_bytes(gzip.compress(b"{}"))
     (target / "notes.txt").write_text("mine")
     install_default_plans()
     names = _names(target)
-    assert "allreduce_from_an_old_release.json" not in names
-    assert "allreduce_from_an_old_release.json.gz" not in names
-    assert names == sorted(_installed_names() + ["notes.txt"])
+    assert {"my_allreduce.json", "my_allreduce.json.gz", "notes.txt"} <= set(names)
+    warning = capfd.readouterr().err
+    assert "holds files the installer did not write, left alone" in warning
+    assert "my_allreduce.json, my_allreduce.json.gz" in warning and "notes.txt" not in warning  # plans are named
+    manifest = (target / ".manifest").read_text().split()
+    assert manifest == sorted(installed_name(path) for path in bundled_plans())
+    # A plan an earlier install wrote and the bundle no longer has goes, as the regular file it was.
+    (target / "allreduce_from_an_old_release.json.gz").write_bytes(gzip.compress(b"{}"))
+    (target / ".manifest").write_text("\n".join([*manifest, "allreduce_from_an_old_release.json.gz"]) + "\n")
+    install_default_plans()
+    assert "allreduce_from_an_old_release.json.gz" not in _names(target)
+    assert "my_allreduce.json" in _names(target)
+
+
+def test_an_older_install_without_a_manifest_is_read_from_its_stamp(root):
+    target = root / "default"
+    install_default_plans()
+    (target / ".manifest").unlink()
+    stamp = (target / STAMP_NAME).read_text()
+    (target / STAMP_NAME).write_text(stamp + "allreduce_from_an_old_release.json.gz 2\n")
+    (target / "allreduce_from_an_old_release.json.gz").write_bytes(gzip.compress(b"{}"))
+    install_default_plans()
+    assert "allreduce_from_an_old_release.json.gz" not in _names(target)
+
+
+def test_the_lock_and_the_stamp_are_never_followed_through_links(root, tmp_path):
+    target = root / "default"
+    target.mkdir(parents=True)
+    elsewhere = tmp_path / "not_the_cache"
+    elsewhere.write_text("the user's file")
+    (target / ".install.lock").symlink_to(elsewhere)
+    (target / STAMP_NAME).symlink_to(elsewhere)
+    with pytest.raises(OSError, match="install.lock"):
+        _native.ensure_default_plans_installed(str(bundled_plans_dir()), str(target))
+    assert elsewhere.read_text() == "the user's file"
 
 
 def test_an_explicit_target_is_the_plans_folder_itself(root, tmp_path):
