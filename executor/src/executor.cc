@@ -546,15 +546,26 @@ struct Executor::Impl {
     return failure;
   }
 
+  // Which peers are gone, and how: a rank whose bootstrap said goodbye left on purpose (it destroyed or
+  // aborted its communicator, or its process ended normally); one without a goodbye exited or was killed.
   std::string departedPeers() {
-    std::vector<int> departed;
+    std::vector<int> departed, lost;
     try {
       departed = communicator->bootstrap().departedPeers();
+      lost = communicator->bootstrap().lostPeers();
     } catch (const std::exception&) {
       return "";
     }
-    if (departed.empty()) return "";
-    return "; " + rankList(departed) + " closed the bootstrap connection to this rank (exited or killed?)";
+    std::vector<int> left;
+    for (int rank : departed) {
+      if (std::find(lost.begin(), lost.end(), rank) == lost.end()) left.push_back(rank);
+    }
+    std::string text;
+    if (!left.empty()) {
+      text += "; " + rankList(left) + " left on purpose (destroyed or aborted its communicator, or its process ended)";
+    }
+    if (!lost.empty()) text += "; " + rankList(lost) + " went without a goodbye (its process exited or was killed)";
+    return text;
   }
 
   void checkUsable() {

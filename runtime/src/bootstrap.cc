@@ -200,6 +200,12 @@ std::optional<std::vector<int>> Bootstrap::lostPeersIfIdle() {
   return impl_->messenger->lostPeers();
 }
 
+std::vector<int> Bootstrap::lostPeers() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->messenger) return {};
+  return impl_->messenger->lostPeers();
+}
+
 std::optional<std::vector<int>> Bootstrap::departedPeersIfIdle() {
   std::unique_lock lock(impl_->mutex, std::try_to_lock);
   if (!lock.owns_lock()) return std::nullopt;

@@ -216,6 +216,26 @@ def _cmd_jit_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_select(args: argparse.Namespace) -> int:
+    from loom.tools.select import explain, format_selection, placement_from_options
+
+    per_node = args.ranks_per_node or args.world_size
+    placement = placement_from_options(args.host_only, per_node, args.ranks_sharing_gpu, args.resident_blocks)
+    selection = explain(
+        args.collective,
+        args.bytes,
+        world_size=args.world_size,
+        ranks_per_node=per_node,
+        dtype=args.dtype,
+        inplace=args.inplace,
+        root=args.root,
+        op=args.op,
+        placement=placement,
+    )
+    print(format_selection(selection))
+    return 0 if selection.plan is not None or args.world_size == 1 else 3
+
+
 def _cmd_nccl_coverage(args: argparse.Namespace) -> int:
     from loom.runtime.nccl_coverage import format_coverage, read_coverage
 
@@ -367,6 +387,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="the eager packet plan of a pair (alltoallv, 2 ranks, 1 node) for entries of up to CAPACITY bytes",
     )
     jit_plan.set_defaults(run=_cmd_jit_plan)
+
+    select = sub.add_parser(
+        "select",
+        help="say which plan a call would run and why: user plan, bundled table, JIT, or passed over (exit 3: none)",
+    )
+    select.add_argument("--collective", required=True, help="allreduce, allgather, reducescatter, alltoall, ...")
+    select.add_argument("--bytes", type=int, required=True, help="each rank's input bytes")
+    select.add_argument("--world-size", type=int, required=True)
+    select.add_argument("--ranks-per-node", type=int, default=None, help="default: the world size (one node)")
+    select.add_argument("--dtype", default="float32")
+    select.add_argument("--op", default="sum")
+    select.add_argument("--root", type=int, default=None, help="broadcast and reduce (default 0)")
+    select.add_argument("--inplace", action="store_true")
+    select.add_argument(
+        "--host-only", action="store_true", help="the CPU backend (no placement limit unless LOOM_CPU_RESIDENT_BLOCKS)"
+    )
+    select.add_argument(
+        "--ranks-sharing-gpu", type=int, default=None, help="ranks on one GPU (with --resident-blocks; default 1)"
+    )
+    select.add_argument(
+        "--resident-blocks", type=int, default=None, help="blocks the GPU holds at once (default: this machine's)"
+    )
+    select.set_defaults(run=_cmd_select)
 
     coverage = sub.add_parser(
         "nccl-coverage",

@@ -73,6 +73,8 @@ class Bootstrap {
   // nullopt when one does (a watchdog's question must not wait for a call in flight, which may itself be
   // waiting for the lost peer).
   std::optional<std::vector<int>> lostPeersIfIdle();
+  // lostPeersIfIdle(), waiting for a call in flight (for a failed call's diagnosis).
+  std::vector<int> lostPeers();
   // departedPeers() when no other call holds the bootstrap, else nullopt (for a watcher thread beside the
   // calls: one that waits on a peer sees its departure itself).
   std::optional<std::vector<int>> departedPeersIfIdle();
