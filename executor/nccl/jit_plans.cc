@@ -192,7 +192,7 @@ bool useJitPlan(ncclComm& comm, const CallInfo& call, Decision& decision) {
       return false;
     }
     const std::string sent =
-        fromRankZero(comm, sizedKey, comm.rank == 0 ? compileOnRankZero(comm, request) : std::string());
+        fromRankZero(comm, key, comm.rank == 0 ? compileOnRankZero(comm, request) : std::string());
     const std::string who = "rank " + std::to_string(comm.rank) + "/" + std::to_string(comm.worldSize);
     if (!sent.empty() && (sent[0] == 'S' || sent[0] == 'B')) {
       // Not a failure: the library has no algorithm for it (more ranks than it runs, above 1 GiB).

@@ -156,7 +156,9 @@ class CpuBackend final : public Backend {
     std::unique_lock lock(mutex);
     while (!finished.wait_for(lock, DepartureMarks::kPoll, [&] { return running == 0; })) {
       lock.unlock();
-      marks.look(communicator_.bootstrap().departedPeers());
+      Bootstrap& bootstrap = communicator_.bootstrap();
+      const std::vector<int> departed = bootstrap.departedPeers();
+      marks.look(departed, departed.empty() ? departed : bootstrap.lostPeers());
       lock.lock();
     }
   }

@@ -562,9 +562,14 @@ struct Executor::Impl {
     }
     std::string text;
     if (!left.empty()) {
-      text += "; " + rankList(left) + " left on purpose (destroyed or aborted its communicator, or its process ended)";
+      text += "; " + rankList(left) +
+              " closed the bootstrap connection to this rank after a goodbye (it left on purpose: it destroyed or "
+              "aborted its communicator, or its process ended)";
     }
-    if (!lost.empty()) text += "; " + rankList(lost) + " went without a goodbye (its process exited or was killed)";
+    if (!lost.empty()) {
+      text += "; " + rankList(lost) +
+              " closed the bootstrap connection to this rank without a goodbye (its process exited or was killed)";
+    }
     return text;
   }
 

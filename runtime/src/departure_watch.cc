@@ -1,15 +1,21 @@
 #include "departure_watch.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <optional>
 
 namespace loom {
 
-void DepartureMarks::look(const std::vector<int>& departed) {
+void DepartureMarks::look(const std::vector<int>& departed, const std::vector<int>& lost) {
   const Clock::time_point now = Clock::now();
   for (int peer : departed) {
     const Clock::time_point since = goneSince_.emplace(peer, now).first->second;
-    if (now - since >= kGrace) diagnostics_.notePeerGone(peer);
+    if (now - since < kGrace) continue;
+    if (std::find(lost.begin(), lost.end(), peer) == lost.end()) {
+      diagnostics_.notePeerLeft(peer);
+    } else {
+      diagnostics_.notePeerGone(peer);
+    }
   }
 }
 
@@ -23,13 +29,15 @@ void DepartureWatch::run(const std::stop_token& stop) {
     // Wakes at once when the thread is asked to stop (the jthread's destructor).
     wake_.wait_for(lock, stop, DepartureMarks::kPoll, [] { return false; });
     if (stop.stop_requested()) return;
-    std::optional<std::vector<int>> departed;
+    std::optional<std::vector<int>> departed, lost;
     try {
       departed = bootstrap_.departedPeersIfIdle();
+      if (departed && !departed->empty()) lost = bootstrap_.lostPeersIfIdle();
     } catch (const std::exception&) {
       // A broken bootstrap fails the calls that use it; there is nothing to mark from here.
     }
-    if (departed) marks.look(*departed);
+    // Unsure whether a peer said goodbye (a call took the bootstrap between the looks): it counts as lost.
+    if (departed) marks.look(*departed, lost.value_or(*departed));
   }
 }
 

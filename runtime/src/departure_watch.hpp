@@ -26,8 +26,9 @@ class DepartureMarks {
   static constexpr auto kGrace = std::chrono::milliseconds(200);
 
   explicit DepartureMarks(DeviceDiagnostics& diagnostics) : diagnostics_(diagnostics) {}
-  // One look: `departed` are the peers gone now; those gone for kGrace are marked.
-  void look(const std::vector<int>& departed);
+  // One look: `departed` are the peers gone now, `lost` those of them that went without a goodbye; those
+  // gone for kGrace are marked (DeviceDiagnostics::notePeerGone, or notePeerLeft after a goodbye).
+  void look(const std::vector<int>& departed, const std::vector<int>& lost);
 
  private:
   DeviceDiagnostics& diagnostics_;

@@ -71,44 +71,76 @@ std::string describeEntryFault(const device::DiagnosticRecord& r, std::string te
 
 }  // namespace
 
-std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs, const std::string& peerGoneCause) {
+// What a wait of `kind` waited for and what it last read, in that wait's own terms.
+std::string waitValues(device::WaitKind kind, uint64_t expected, uint64_t seen) {
+  using device::WaitKind;
+  switch (kind) {
+    case WaitKind::kPacket:
+      return "expected flag " + std::to_string(expected) + ", the packet carried " + packetFlags(seen);
+    case WaitKind::kFifoFull:
+      return "the proxy did not free a slot (needed tail " + std::to_string(expected) + ", saw " +
+             std::to_string(seen) + ")";
+    case WaitKind::kFifoSync:
+      return "the proxy did not finish the trigger (needed tail " + std::to_string(expected) + ", saw " +
+             std::to_string(seen) + ")";
+    default:
+      return "expected count " + std::to_string(expected) + ", saw " + std::to_string(seen);
+  }
+}
+
+std::string waitName(device::WaitKind kind) {
+  using device::WaitKind;
+  switch (kind) {
+    case WaitKind::kSemaphore:
+      return "semaphore wait";
+    case WaitKind::kPacket:
+      return "packet read";
+    case WaitKind::kFifoFull:
+      return "port channel push (FIFO full)";
+    case WaitKind::kFifoSync:
+      return "port channel flush";
+    default:
+      return "wait";
+  }
+}
+
+std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs, const std::string& peerGoneCause,
+                     bool peerLeft) {
   using device::WaitKind;
   std::string text = "rank " + std::to_string(r.rank);
   if (r.block >= 0) text += ", thread block " + std::to_string(r.block);
   if (r.op >= 0) text += ", op " + std::to_string(r.op);
   text += ": ";
-  std::string expected = "expected count " + std::to_string(r.expected) + ", saw " + std::to_string(r.seen);
+  // A wait that ended early reads as the wait it was (a packet read's flags are no count).
+  const bool endedEarly = device::endsCleanly(r.kind);
+  const WaitKind waited = endedEarly && r.waited > 0 ? WaitKind(r.waited) : WaitKind(r.kind);
+  const std::string expected = waitValues(waited, r.expected, r.seen);
   switch (WaitKind(r.kind)) {
     case WaitKind::kSemaphore:
-      text += "semaphore wait";
-      break;
     case WaitKind::kPacket:
-      text += "packet read";
-      expected = "expected flag " + std::to_string(r.expected) + ", the packet carried " + packetFlags(r.seen);
-      break;
     case WaitKind::kFifoFull:
-      text += "port channel push (FIFO full)";
-      expected = "the proxy did not free a slot (needed tail " + std::to_string(r.expected) + ", saw " +
-                 std::to_string(r.seen) + ")";
-      break;
     case WaitKind::kFifoSync:
-      text += "port channel flush";
-      expected = "the proxy did not finish the trigger (needed tail " + std::to_string(r.expected) + ", saw " +
-                 std::to_string(r.seen) + ")";
+      text += waitName(WaitKind(r.kind));
       break;
     case WaitKind::kEntryMismatch:
     case WaitKind::kEntrySentMismatch:
     case WaitKind::kEntryOutside:
       return describeEntryFault(r, text);
     case WaitKind::kPeerGone:
-      text += "wait";
+      text += waitName(waited);
       if (r.channel >= 0) text += " on channel " + std::to_string(r.channel);
       text += " ended: rank " + std::to_string(r.peer);
-      text += peerGoneCause.empty() ? "'s process is gone (its bootstrap connection closed)"
-                                    : " is unreachable (" + peerGoneCause + ")";
+      if (peerLeft) {
+        text += " left on purpose (its bootstrap said goodbye: it aborted or destroyed its communicator, or its "
+                "process ended)";
+      } else {
+        text += peerGoneCause.empty()
+                    ? "'s process is gone (its bootstrap connection closed without a goodbye: exited or killed)"
+                    : " is unreachable (" + peerGoneCause + ")";
+      }
       return text + "; " + expected;
     case WaitKind::kAborted:
-      text += "wait";
+      text += waitName(waited);
       if (r.channel >= 0) text += " on channel " + std::to_string(r.channel);
       if (r.peer >= 0) text += " (peer " + std::to_string(r.peer) + ")";
       return text + " ended: the communicator was aborted, or another wait of it stopped on a departed peer; " +
@@ -130,10 +162,12 @@ std::optional<std::string> DeviceDiagnostics::report() const {
   const auto kind = device::WaitKind(record->kind);
   std::string cause;
   std::string proxies;
+  bool left = false;
   {
     std::lock_guard lock(causesMutex_);
     if (kind == device::WaitKind::kPeerGone) {
       if (auto found = causes_.find(record->peer); found != causes_.end()) cause = found->second;
+      left = left_.contains(record->peer);
     }
     if (kind == device::WaitKind::kFifoSync || kind == device::WaitKind::kFifoFull) {
       for (const std::weak_ptr<const ProxyActivity>& watched : proxies_) {
@@ -141,7 +175,7 @@ std::optional<std::string> DeviceDiagnostics::report() const {
       }
     }
   }
-  return describe(*record, timeoutMs_, cause) + proxies;
+  return describe(*record, timeoutMs_, cause, left) + proxies;
 }
 
 void DeviceDiagnostics::watchProxy(const std::shared_ptr<const ProxyActivity>& activity) {
@@ -182,6 +216,14 @@ std::optional<std::string> DeviceDiagnostics::failedLinks() const {
   }
   if (text.empty()) return std::nullopt;
   return text;
+}
+
+void DeviceDiagnostics::notePeerLeft(int rank) {
+  {
+    std::lock_guard lock(causesMutex_);
+    if (!causes_.contains(rank)) left_.insert(rank);  // a link that failed first stays the cause
+  }
+  notePeerGone(rank);
 }
 
 void DeviceDiagnostics::notePeerGone(int rank, const std::string& cause) {

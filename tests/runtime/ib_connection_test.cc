@@ -311,7 +311,7 @@ TEST_F(IbConnectionTest, InjectedCompletionErrorsNameTheOperation) {
         const std::string report = testing::endOfAWaitOn(comm, 1, 3);
         EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
         EXPECT_TRUE(contains(report,
-                             "wait on channel 3 ended: rank 1 is unreachable (ib connection from rank 0 to "
+                             "semaphore wait on channel 3 ended: rank 1 is unreachable (ib connection from rank 0 to "
                              "rank 1 (device fake_ib0 port 1): writeValue as RDMA fetch-and-add"))
             << report;
         comm.bootstrap().barrier();

@@ -528,9 +528,11 @@ TEST(TcpConnection, AFailedLinkEndsTheWaitsOnItsPeerAtOnce) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
     const std::string expected =
         comm.rank() == 0
-            ? "rank 0, op 1: wait on channel 2 ended: rank 1 is unreachable (tcp connection from rank 0 to rank 1: "
+            ? "rank 0, op 1: semaphore wait on channel 2 ended: rank 1 is unreachable (tcp connection from rank 0 to "
+              "rank 1: "
               "flush"
-            : "rank 1, op 1: wait on channel 2 ended: rank 0 is unreachable (tcp connection from rank 0 to rank 1: bad "
+            : "rank 1, op 1: semaphore wait on channel 2 ended: rank 0 is unreachable (tcp connection from rank 0 to "
+              "rank 1: bad "
               "frame from rank 0: write to registration";
     EXPECT_TRUE(contains(report, expected)) << report;
     // What an asynchronous error says (Executor::asyncError, ncclCommGetAsyncError).

@@ -377,11 +377,14 @@ class Communicator:
         the same point), so all run one plan, and a compile error is the same error on every rank."""
         if not default_plans_enabled():
             return None  # LOOM_DEFAULT_PLANS=0: the user's plans only, none of Loom's own
-        if choose(collective, self.world_size, self.ranks_per_node, message_bytes) is None:
+        choice = choose(collective, self.world_size, self.ranks_per_node, message_bytes)
+        if choice is None:
             return None
-        # Tagged with what it is and for which call: a rank at another exchange (another root, a call this
-        # rank skipped) is named, never read as a plan.
-        call = f"{collective} of {message_bytes} bytes, {'in place' if inplace else 'out of place'}, root {root}"
+        # Tagged with what it is and for which call (the table's row: ranks of a counted call have sizes of
+        # their own): a rank at another exchange (another root, a call this rank skipped) is named, never
+        # read as a plan.
+        sizes = f"{choice.min_bytes} to {choice.max_bytes} bytes"
+        call = f"{collective} of {sizes}, {'in place' if inplace else 'out of place'}, root {root}"
         header = f"loom JIT plan for {call}\n".encode()
         body = b""
         if self.rank == 0:
@@ -396,11 +399,13 @@ class Communicator:
                     max_thread_blocks=_blocks_per_rank(self.executor.placement),
                 )
                 body = b"P" + found.text.encode()
+            except LoomError as error:
+                body = b"E" + str(error).encode()
             except Exception as error:  # noqa: BLE001 - whatever fails here must reach every rank, not hang them
                 body = b"E" + f"{type(error).__name__}: {error}".encode()
         sent = _from_rank_zero(self.bootstrap.all_gather(header + body), header, self.rank, call)
         if sent[:1] == b"E":
-            raise LoomError(f"rank 0 could not compile a plan for this call ({call}): {sent[1:].decode()}")
+            raise LoomError(f"rank 0 could not compile a plan for this call: {sent[1:].decode()} ({call})")
         plan = native_module().Plan.parse(sent[1:].decode())
         registry.register_plan(plan, replace=True)  # ranks that are threads of one process share the registry
         _JIT_PLANS.add(plan.name)

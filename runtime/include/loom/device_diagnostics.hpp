@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -54,6 +55,9 @@ class DeviceDiagnostics {
   // says how the host knows (the report names it): by default that its process is gone; for a link
   // that failed, the connection's error. The first cause noted for a rank stays.
   void notePeerGone(int rank, const std::string& cause = {});
+  // notePeerGone for a peer whose bootstrap said goodbye: it left on purpose (it aborted or destroyed its
+  // communicator, or its process ended normally), and the report says so rather than that it died.
+  void notePeerLeft(int rank);
   // The peers noted gone because a link to them failed, with why ("rank 1 is unreachable (...)"; several
   // joined by "; "), for an asynchronous error while no wait has ended on them yet.
   std::optional<std::string> failedLinks() const;
@@ -69,11 +73,14 @@ class DeviceDiagnostics {
   int64_t timeoutMs_;
   mutable std::mutex causesMutex_;
   std::map<int, std::string> causes_;  // rank -> why it was noted gone, where it was not its process
+  std::set<int> left_;                 // ranks noted gone that said goodbye first (guarded by causesMutex_)
   std::vector<std::weak_ptr<const ProxyActivity>> proxies_;  // guarded by causesMutex_
 };
 
 // The text of a record. `peerGoneCause`: how the host learnt that a kPeerGone record's peer is gone,
 // where it was not the close of its bootstrap connection.
-std::string describe(const device::DiagnosticRecord& record, int64_t timeoutMs, const std::string& peerGoneCause = {});
+// `peerLeft`: the kPeerGone record's peer said goodbye before it went.
+std::string describe(const device::DiagnosticRecord& record, int64_t timeoutMs, const std::string& peerGoneCause = {},
+                     bool peerLeft = false);
 
 }  // namespace loom

@@ -60,6 +60,9 @@ struct DiagnosticRecord {
   int32_t op;       // the plan op the executor was running, -1 outside the executor
   int32_t channel;  // the channel's index, -1 when unknown
   int32_t peer;
+  // For a wait that ended early (kPeerGone, kAborted): what it waited for (a WaitKind), so that `expected` and
+  // `seen` read as that wait's values (a packet's flags, a semaphore's counts); otherwise `kind` itself.
+  int32_t waited;
   uint64_t expected;
   uint64_t seen;
   uint64_t elapsedNs;
@@ -118,7 +121,7 @@ LOOM_HOST_DEVICE uint64_t nowNs() {
 // other wait of the communicator end too (the kernels finish without an error; the host finds the record);
 // an exception on a host thread (the CPU backend).
 LOOM_HOST_DEVICE_COLD void reportTimeout(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected,
-                                         uint64_t seen, uint64_t elapsedNs) {
+                                         uint64_t seen, uint64_t elapsedNs, WaitKind waited) {
   DiagnosticRecord* record = context.record;
   if (record != nullptr && AtomicRef<int32_t>(record->state).fetch_add(1, kRelaxed) == 0) {
     record->kind = int32_t(kind);
@@ -133,6 +136,7 @@ LOOM_HOST_DEVICE_COLD void reportTimeout(const WaitContext& context, WaitKind ki
     record->op = op;
     record->channel = context.channel;
     record->peer = context.peer;
+    record->waited = int32_t(waited);
     record->expected = expected;
     record->seen = seen;
     record->elapsedNs = elapsedNs;
@@ -157,16 +161,23 @@ LOOM_HOST_DEVICE_COLD void reportTimeout(const WaitContext& context, WaitKind ki
 #endif
 }
 
+// A wait that ran out of time, or a fault of the call's entries: the record's kind is what was waited for.
+LOOM_HOST_DEVICE_COLD void reportTimeout(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected,
+                                         uint64_t seen, uint64_t elapsedNs) {
+  reportTimeout(context, kind, op, expected, seen, elapsedNs, kind);
+}
+
 LOOM_HOST_DEVICE bool abortRequested(DiagnosticRecord* record) { return loadAcquire(&record->abortRequested) != 0; }
 
 // A wait that saw the abort word: on the GPU it records kAborted and its thread exits (reportTimeout); a
 // host thread records nothing and throws, since the abort's cause (a failed block, Communicator::abort)
 // speaks for itself.
-LOOM_HOST_DEVICE_COLD void stopOnAbort(const WaitContext& context, int32_t op, uint64_t expected, uint64_t seen) {
+LOOM_HOST_DEVICE_COLD void stopOnAbort(const WaitContext& context, WaitKind waited, int32_t op, uint64_t expected,
+                                       uint64_t seen) {
 #if LOOM_DEVICE_PASS
-  reportTimeout(context, WaitKind::kAborted, op, expected, seen, 0);
+  reportTimeout(context, WaitKind::kAborted, op, expected, seen, 0, waited);
 #else
-  (void)context, (void)op, (void)expected, (void)seen;
+  (void)context, (void)waited, (void)op, (void)expected, (void)seen;
   throw std::runtime_error("loom: wait aborted");
 #endif
 }
@@ -189,13 +200,13 @@ LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, i
     // more look first: it may have delivered before it went). Both words are in host memory: a GPU reads
     // them over PCIe, once every 4096 polls.
     if ((spins & 4095) == 0 && context.record != nullptr) {
-      if (abortRequested(context.record)) stopOnAbort(context, op, expected, seen);
+      if (abortRequested(context.record)) stopOnAbort(context, kind, op, expected, seen);
       if (const int32_t gone = departedPeer(context.record, context.peer); gone >= 0) {
         const uint64_t last = poll();
         if (ready(last)) return last;
         WaitContext named = context;
         named.peer = gone;
-        reportTimeout(named, WaitKind::kPeerGone, op, expected, last, 0);
+        reportTimeout(named, WaitKind::kPeerGone, op, expected, last, 0, kind);
       }
     }
     if (context.timeoutNs > 0 && (spins & 4095) == 0) {
