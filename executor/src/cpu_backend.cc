@@ -157,6 +157,9 @@ class CpuBackend final : public Backend {
     while (!finished.wait_for(lock, DepartureMarks::kPoll, [&] { return running == 0; })) {
       lock.unlock();
       Bootstrap& bootstrap = communicator_.bootstrap();
+      if (auto failure = bootstrap.announcedFailureIfIdle()) {
+        communicator_.deviceDiagnostics().notePeerFailed(failure->first, failure->second);
+      }
       const std::vector<int> departed = bootstrap.departedPeers();
       marks.look(departed, departed.empty() ? departed : bootstrap.lostPeers());
       lock.lock();

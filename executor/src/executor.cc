@@ -91,6 +91,9 @@ struct CountedArguments {
   CallBuffers buffers;
 };
 
+// How long a rank whose call failed spends telling its peers (Bootstrap::announceFailure).
+constexpr int64_t kAnnounceWaitMs = 300;
+
 struct Executor::Impl {
   std::shared_ptr<Communicator> communicator;
   std::unique_ptr<Backend> backend;
@@ -464,11 +467,18 @@ struct Executor::Impl {
       throw;
     } catch (const std::exception&) {
       if (aborted) throw invalid("rank " + std::to_string(communicator->rank()) + ": the call was aborted");
+      DeviceDiagnostics& diagnostics = communicator->deviceDiagnostics();
       try {
-        communicator->deviceDiagnostics().check();
+        diagnostics.check();
       } catch (const Error& error) {
         noteFailure(error.what());
         throw;
+      }
+      // Host-thread waits that a peer's announced failure ended leave no record: the peer's words say why.
+      if (std::optional<std::string> peer = diagnostics.peerFailure()) {
+        const std::string text = "rank " + std::to_string(communicator->rank()) + ": the call ended: " + *peer;
+        noteFailure(text);
+        throw Error(ErrorCategory::kTransport, text);
       }
       throw;
     }
@@ -496,7 +506,12 @@ struct Executor::Impl {
     try {
       throw;
     } catch (const Error& error) {
-      if (error.category() == ErrorCategory::kTimeout || error.category() == ErrorCategory::kTransport) {
+      // This rank's own wait or entry check stopped the call: its peers wait for it in vain, so they hear
+      // it now, naming this rank and why, rather than at their timeouts.
+      const bool faultedHere = communicator->deviceDiagnostics().faultedHere();
+      if (faultedHere) communicator->bootstrap().announceFailure(error, kAnnounceWaitMs);
+      if (faultedHere || error.category() == ErrorCategory::kTimeout ||
+          error.category() == ErrorCategory::kTransport) {
         noteFailure(error.what());
         // A wait names the peer it waited on; a peer that died may be another one: name it too.
         const std::string departed = departedPeers();
@@ -1089,6 +1104,12 @@ std::optional<Error> Executor::asyncError() const {
   }
   std::optional<std::vector<int>> departed;
   try {
+    if (auto failure = impl_->communicator->bootstrap().announcedFailureIfIdle()) {
+      return Error(ErrorCategory::kTransport, "rank " + std::to_string(impl_->communicator->rank()) + ": rank " +
+                                                  std::to_string(failure->first) + "'s call failed: " +
+                                                  failure->second +
+                                                  "; the communicator must be aborted and created anew");
+    }
     departed = impl_->communicator->bootstrap().lostPeersIfIdle();
   } catch (const std::exception&) {
     return std::nullopt;

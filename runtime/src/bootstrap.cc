@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <mutex>
+#include <thread>
 
 #include "deadline.hpp"
 #include "environment.hpp"
@@ -216,6 +218,42 @@ std::optional<std::vector<int>> Bootstrap::departedPeersIfIdle() {
 void Bootstrap::sayGoodbye() {
   std::unique_lock lock(impl_->mutex, std::try_to_lock);
   if (lock.owns_lock()) impl_->sayGoodbye();
+}
+
+void Bootstrap::announceFailure(const Error& error, int64_t waitMs) {
+  const Deadline deadline(waitMs);
+  std::unique_lock lock(impl_->mutex, std::defer_lock);
+  // Another thread of this rank may hold the bootstrap (a watcher looks briefly): wait for it, not past the
+  // deadline.
+  while (!lock.try_lock()) {
+    if (deadline.expired()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  Messenger* messenger = impl_->messenger.get();
+  if (messenger == nullptr || impl_->worldSize <= 1) return;
+  const std::string why = error.what();
+  std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(why.data()), why.size());
+  for (int peer = 0; peer < impl_->worldSize; ++peer) {
+    if (peer == impl_->rank) continue;
+    try {
+      messenger->post(peer, wire::Kind::kAbort, uint64_t(impl_->rank), uint32_t(error.category()), payload, deadline);
+    } catch (const Error&) {
+      // That rank is gone or unreachable: it does not wait for this one.
+    }
+  }
+  try {
+    messenger->progress(deadline, [&] { return messenger->allFlushed(); });
+  } catch (const Error&) {
+  }
+}
+
+std::optional<std::pair<int, std::string>> Bootstrap::announcedFailureIfIdle() {
+  std::unique_lock lock(impl_->mutex, std::try_to_lock);
+  if (!lock.owns_lock() || !impl_->messenger) return std::nullopt;
+  impl_->messenger->lookOnce();
+  const std::optional<Abort>& abort = impl_->messenger->abortReceived();
+  if (!abort) return std::nullopt;
+  return std::make_pair(abort->origin, abort->detail);
 }
 
 std::string Bootstrap::peerAddress(int rank) const {

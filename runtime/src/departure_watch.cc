@@ -31,6 +31,7 @@ void DepartureWatch::run(const std::stop_token& stop) {
     if (stop.stop_requested()) return;
     std::optional<std::vector<int>> departed, lost;
     try {
+      if (auto failure = bootstrap_.announcedFailureIfIdle()) diagnostics_.notePeerFailed(failure->first, failure->second);
       departed = bootstrap_.departedPeersIfIdle();
       if (departed && !departed->empty()) lost = bootstrap_.lostPeersIfIdle();
     } catch (const std::exception&) {

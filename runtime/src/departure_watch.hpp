@@ -1,6 +1,8 @@
 #pragma once
 
-// Ending the waits on a peer whose process is gone. The host learns of it first (its bootstrap
+// Ending the waits on a peer whose process is gone, or whose call failed (it announced the failure over the
+// bootstrap: Bootstrap::announceFailure; every wait of the communicator then ends, naming it). The host
+// learns of a departure first (its bootstrap
 // connection closed); a wait on the peer, in a GPU kernel or on a CPU backend thread, sees it only once
 // the host marks it in the communicator's diagnostics record (DeviceDiagnostics::notePeerGone). A
 // peer is marked after it has been gone for kGrace, so that what it sent before it went can still land

@@ -104,8 +104,9 @@ std::string waitName(device::WaitKind kind) {
   }
 }
 
-std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs, const std::string& peerGoneCause,
-                     bool peerLeft) {
+std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs, const PeerNews& news) {
+  const std::string& peerGoneCause = news.peerGoneCause;
+  const bool peerLeft = news.peerLeft;
   using device::WaitKind;
   std::string text = "rank " + std::to_string(r.rank);
   if (r.block >= 0) text += ", thread block " + std::to_string(r.block);
@@ -143,6 +144,7 @@ std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs, const
       text += waitName(waited);
       if (r.channel >= 0) text += " on channel " + std::to_string(r.channel);
       if (r.peer >= 0) text += " (peer " + std::to_string(r.peer) + ")";
+      if (!news.peerFailure.empty()) return text + " ended: " + news.peerFailure + "; " + expected;
       return text + " ended: the communicator was aborted, or another wait of it stopped on a departed peer; " +
              expected;
     default:
@@ -160,22 +162,22 @@ std::optional<std::string> DeviceDiagnostics::report() const {
   const device::DiagnosticRecord* record = storage_->host();
   if (device::loadAcquire(const_cast<int32_t*>(&record->state)) < 2) return std::nullopt;
   const auto kind = device::WaitKind(record->kind);
-  std::string cause;
+  PeerNews news;
   std::string proxies;
-  bool left = false;
   {
     std::lock_guard lock(causesMutex_);
     if (kind == device::WaitKind::kPeerGone) {
-      if (auto found = causes_.find(record->peer); found != causes_.end()) cause = found->second;
-      left = left_.contains(record->peer);
+      if (auto found = causes_.find(record->peer); found != causes_.end()) news.peerGoneCause = found->second;
+      news.peerLeft = left_.contains(record->peer);
     }
+    if (kind == device::WaitKind::kAborted) news.peerFailure = peerFailure_;
     if (kind == device::WaitKind::kFifoSync || kind == device::WaitKind::kFifoFull) {
       for (const std::weak_ptr<const ProxyActivity>& watched : proxies_) {
         if (std::shared_ptr<const ProxyActivity> activity = watched.lock()) proxies += "; " + activity->describe();
       }
     }
   }
-  return describe(*record, timeoutMs_, cause, left) + proxies;
+  return describe(*record, timeoutMs_, news) + proxies;
 }
 
 void DeviceDiagnostics::watchProxy(const std::shared_ptr<const ProxyActivity>& activity) {
@@ -216,6 +218,26 @@ std::optional<std::string> DeviceDiagnostics::failedLinks() const {
   }
   if (text.empty()) return std::nullopt;
   return text;
+}
+
+void DeviceDiagnostics::notePeerFailed(int rank, const std::string& why) {
+  {
+    std::lock_guard lock(causesMutex_);
+    if (!peerFailure_.empty()) return;
+    peerFailure_ = "rank " + std::to_string(rank) + "'s call failed: " + why;
+  }
+  requestAbort();
+}
+
+std::optional<std::string> DeviceDiagnostics::peerFailure() const {
+  std::lock_guard lock(causesMutex_);
+  if (peerFailure_.empty()) return std::nullopt;
+  return peerFailure_;
+}
+
+bool DeviceDiagnostics::faultedHere() const {
+  const device::DiagnosticRecord* record = storage_->host();
+  return device::loadAcquire(const_cast<int32_t*>(&record->state)) >= 2 && !device::endsCleanly(record->kind);
 }
 
 void DeviceDiagnostics::notePeerLeft(int rank) {

@@ -83,6 +83,8 @@ class Messenger {
   // The peers whose connection (either way) was closed by their side, after one look at the sockets
   // without waiting: a process that exited or was killed closes them all.
   std::vector<int> departedPeers();
+  // Takes what has arrived, without waiting (an announced failure, a goodbye).
+  void lookOnce() { pollOnce(0); }
   // Of those, the ones that did not say goodbye first (sayGoodbye): a process that was killed or crashed.
   std::vector<int> lostPeers();
   // Tells every peer this rank is connected to, either way, that it is leaving on purpose; waits up to

@@ -211,3 +211,28 @@ def test_ranks_that_pass_different_roots_are_told_so(cache):
         text = str(text)
         assert "UnicodeDecodeError" not in text, (rank, text)
         assert "disagree" in text, (rank, text)
+
+
+def test_a_send_and_recv_of_different_sizes_fail_on_both_ranks_at_once_saying_both_sizes(cache, monkeypatch):
+    # The sender sees both entries and stops; it announces why over the bootstrap, so the receiver's waits
+    # end at once with the sender's words, not at their 20 s timeout nor as "rank 0 left".
+    monkeypatch.setenv("LOOM_DEVICE_TIMEOUT_MS", "20000")
+
+    def body(bootstrap):
+        comm = loom.Communicator(bootstrap, host_only=True)
+        started = time.monotonic()
+        try:
+            if comm.rank == 0:
+                comm.send(np.ones(100, np.float32), 1)
+            else:
+                comm.recv(np.zeros(200, np.float32), 0)
+        except LoomError as error:
+            return time.monotonic() - started, str(error)
+        return 0.0, "ran"
+
+    results = run_local_ranks(2, body)
+    both = "a send of 400 bytes meets a receive entry of 800 bytes posted by rank 1"
+    for rank, (seconds, text) in results.items():
+        assert seconds < 3.0, (rank, seconds, text)
+        assert both in text, (rank, text)
+    assert "rank 0's call failed" in results[1][1], results[1][1]

@@ -247,6 +247,40 @@ int connectTo(const UniqueId& id) {
   return fd;
 }
 
+// A rank whose call failed tells its peers (Bootstrap::announceFailure): each hears who and why at its next
+// look, and its next collective step fails with the same words rather than waiting for the rank.
+TEST(BootstrapTest, AnAnnouncedFailureReachesEveryPeerAndEndsItsNextStep) {
+  constexpr int kWorld = 3;
+  UniqueId id = UniqueId::create("127.0.0.1");
+  auto outcomes = runRanks(kWorld, id, 20000, allRanks(kWorld), [](Bootstrap& bootstrap) {
+    bootstrap.barrier();  // every connection is up
+    if (bootstrap.rank() == 2) {
+      bootstrap.announceFailure(Error(ErrorCategory::kTimeout, "rank 2, thread block 0, op 3: the test's failure"), 1000);
+      std::this_thread::sleep_for(std::chrono::seconds(3));  // alive, but in no step of the others'
+      return;
+    }
+    std::optional<std::pair<int, std::string>> heard;
+    const auto start = std::chrono::steady_clock::now();
+    while (!heard && std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+      heard = bootstrap.announcedFailureIfIdle();
+      if (!heard) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(heard.has_value());
+    EXPECT_EQ(heard->first, 2);
+    EXPECT_EQ(heard->second, "rank 2, thread block 0, op 3: the test's failure");
+    const auto stepStart = std::chrono::steady_clock::now();
+    try {
+      bootstrap.allGather(bytesOf("x"));
+      ADD_FAILURE() << "the step after an announced failure went on";
+    } catch (const Error& error) {
+      EXPECT_TRUE(contains(error.what(), "the test's failure (reported by rank 2)")) << error.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - stepStart, std::chrono::seconds(2));
+  });
+  EXPECT_TRUE(outcomes[0].ok) << outcomes[0].message;
+  EXPECT_TRUE(outcomes[1].ok) << outcomes[1].message;
+}
+
 TEST(BootstrapTest, WrongSecretIsRefusedAndLoggedWhileTheJobCompletes) {
   constexpr int kWorld = 3;
   UniqueId id = UniqueId::create("127.0.0.1");

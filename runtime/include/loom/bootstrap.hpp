@@ -15,8 +15,10 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "loom/error.hpp"
 #include "loom/unique_id.hpp"
 
 namespace loom {
@@ -81,6 +83,14 @@ class Bootstrap {
   // Tells the peers now that this rank leaves on purpose, as the destructor does (once for both), when no
   // other call holds the bootstrap: for a process about to exit with its bootstrap still open.
   void sayGoodbye();
+  // Tells every peer that a call of this rank failed, and why (`error`), as a failed collective step of the
+  // bootstrap does: a peer's waits on the call end at once, naming this rank and why (the departure watch
+  // looks for it), and its next collective step of this bootstrap fails with it. Best effort, within
+  // `waitMs`; a peer that is gone is passed over.
+  void announceFailure(const Error& error, int64_t waitMs);
+  // The first failure a peer announced (its rank, and why), when no other call holds the bootstrap;
+  // nullopt when none was announced or a call holds it.
+  std::optional<std::pair<int, std::string>> announcedFailureIfIdle();
 
   // What the bootstrap's own waits run about every 100 ms, for waits outside it that abort() and the
   // interrupt check should end as well (HostBoard): throws once abort() was called, then runs the check.

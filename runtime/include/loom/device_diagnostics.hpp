@@ -58,6 +58,14 @@ class DeviceDiagnostics {
   // notePeerGone for a peer whose bootstrap said goodbye: it left on purpose (it aborted or destroyed its
   // communicator, or its process ended normally), and the report says so rather than that it died.
   void notePeerLeft(int rank);
+  // A peer announced that its call failed (Bootstrap::announceFailure): every wait ends (as requestAbort),
+  // and an aborted wait's report names the peer and why. The first announcement stays.
+  void notePeerFailed(int rank, const std::string& why);
+  // The announced failure noted, or nullopt ("rank R's call failed: why").
+  std::optional<std::string> peerFailure() const;
+  // Whether this rank's own wait or entry check stopped the call (a timeout, a bad entry), as opposed to a
+  // wait that ended because a peer left, failed, or the communicator was aborted.
+  bool faultedHere() const;
   // The peers noted gone because a link to them failed, with why ("rank 1 is unreachable (...)"; several
   // joined by "; "), for an asynchronous error while no wait has ended on them yet.
   std::optional<std::string> failedLinks() const;
@@ -74,13 +82,20 @@ class DeviceDiagnostics {
   mutable std::mutex causesMutex_;
   std::map<int, std::string> causes_;  // rank -> why it was noted gone, where it was not its process
   std::set<int> left_;                 // ranks noted gone that said goodbye first (guarded by causesMutex_)
+  std::string peerFailure_;            // "rank R's call failed: why", from notePeerFailed (same guard)
   std::vector<std::weak_ptr<const ProxyActivity>> proxies_;  // guarded by causesMutex_
 };
 
 // The text of a record. `peerGoneCause`: how the host learnt that a kPeerGone record's peer is gone,
 // where it was not the close of its bootstrap connection.
-// `peerLeft`: the kPeerGone record's peer said goodbye before it went.
-std::string describe(const device::DiagnosticRecord& record, int64_t timeoutMs, const std::string& peerGoneCause = {},
-                     bool peerLeft = false);
+// What the host knows of the peers a record's wait ended on: `peerGoneCause`, how it learnt that a
+// kPeerGone record's peer is gone where it was not the close of its bootstrap connection; `peerLeft`, that
+// peer said goodbye before it went; `peerFailure`, a peer announced its call failed (ends kAborted waits).
+struct PeerNews {
+  std::string peerGoneCause;
+  bool peerLeft = false;
+  std::string peerFailure;
+};
+std::string describe(const device::DiagnosticRecord& record, int64_t timeoutMs, const PeerNews& news = {});
 
 }  // namespace loom

@@ -123,7 +123,10 @@ LOOM_HOST_DEVICE uint64_t nowNs() {
 LOOM_HOST_DEVICE_COLD void reportTimeout(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected,
                                          uint64_t seen, uint64_t elapsedNs, WaitKind waited) {
   DiagnosticRecord* record = context.record;
-  if (record != nullptr && AtomicRef<int32_t>(record->state).fetch_add(1, kRelaxed) == 0) {
+  // The first to claim the empty record writes it; later ones leave it as it is (a count would let a second
+  // claim mark the record complete while the first still writes it).
+  int32_t empty = 0;
+  if (record != nullptr && compareExchangeAcqRel(&record->state, empty, int32_t(1))) {
     record->kind = int32_t(kind);
     record->rank = context.rank;
 #if LOOM_DEVICE_PASS
