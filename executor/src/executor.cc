@@ -28,6 +28,7 @@
 #include "loom/plan_registry.hpp"
 #include "loom/proxy_service.hpp"
 #include "loom/rank_list.hpp"
+#include "op_context.hpp"
 #include "plan_cache.hpp"
 #include "plan_resources.hpp"
 #include "shared_proxy.hpp"
@@ -547,9 +548,23 @@ struct Executor::Impl {
     try {
       run(plan, shape, buffers, stream, table);
     } catch (...) {
-      recordFailure();
+      try {
+        recordFailure();
+      } catch (const Error& error) {
+        throw withOpContext(plan, error);
+      }
     }
     ++stats.launches;
+  }
+
+  // `error`, naming the plan op that this rank's device record says stopped (its DSL line, the peers it
+  // waits on), where the error is that record's report.
+  Error withOpContext(const Plan& plan, const Error& error) const {
+    const std::optional<device::DiagnosticRecord> record = communicator->deviceDiagnostics().recorded();
+    if (!record || record->rank != communicator->rank()) return error;
+    const std::string context = opContext(plan, uint32_t(record->rank), record->block, record->op);
+    if (context.empty() || std::string_view(error.what()).find(context) != std::string_view::npos) return error;
+    return Error(error.category(), std::string(error.what()) + context);
   }
 
   void noteFailure(const std::string& text) {

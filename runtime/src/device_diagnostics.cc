@@ -199,6 +199,12 @@ void DeviceDiagnostics::check() const {
   }
 }
 
+std::optional<device::DiagnosticRecord> DeviceDiagnostics::recorded() const {
+  const device::DiagnosticRecord* record = storage_->host();
+  if (device::loadAcquire(const_cast<int32_t*>(&record->state)) < 2) return std::nullopt;
+  return *record;
+}
+
 bool DeviceDiagnostics::endedCleanly() const {
   const device::DiagnosticRecord* record = storage_->host();
   return device::loadAcquire(const_cast<int32_t*>(&record->state)) == 2 && device::endsCleanly(record->kind);

@@ -13,10 +13,10 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +42,8 @@ class DeviceDiagnostics {
 
   // The message of a recorded timeout, if one was recorded.
   std::optional<std::string> report() const;
+  // The record itself once complete (who waited: rank, block, op), for callers that know the program.
+  std::optional<device::DiagnosticRecord> recorded() const;
   // Throws a Timeout Error with report() when there is one.
   void check() const;
   // Whether the record's wait ended on a departed peer or an abort: a GPU kernel then returned
