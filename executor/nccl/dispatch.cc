@@ -369,8 +369,17 @@ std::string passedOverText(const SelectionRequest& request) {
 
 std::string why(const CallInfo& call, const Decision& decision) {
   switch (decision.reason) {
-    case Reason::kPlan:
-      return "Loom plan '" + decision.plan->name + "'";
+    case Reason::kPlan: {
+      // Where the plan comes from, as `loom select` says it, and what was passed over for not fitting.
+      std::string source = "compiled on first use (JIT)";
+      if (const PlanEntry entry = PlanRegistry::global().find(decision.plan->name)) {
+        source = entry->info.source == PlanSource::kUser    ? "a user plan"
+                 : entry->info.source == PlanSource::kTuned ? "this machine's tuned table"
+                                                            : "the bundled table";
+      }
+      const SelectionRequest request = selectionRequestFor(call, decision.collective, decision.dataType, decision.op);
+      return "Loom plan '" + decision.plan->name + "' (" + source + ")" + passedOverText(request);
+    }
     case Reason::kEmpty:
       return "nothing to do (count 0)";
     case Reason::kSingleRankInPlace:

@@ -164,6 +164,19 @@ void bindExecutor(py::module_& module) {
           "earlier call's failure, else the ranks whose process is gone; None when nothing is known.")
       .def_property_readonly("on_gpu", &Executor::onGpu)
       .def_property_readonly(
+          "tuned_machine",
+          [](const Executor& e) {
+            const TunedMachine machine = e.tunedMachine();
+            py::dict out;
+            out["backend"] = machine.backend;
+            out["gpu"] = machine.gpu;
+            out["gpus"] = machine.gpus;
+            out["world_size"] = machine.worldSize;
+            out["ranks_per_node"] = machine.ranksPerNode;
+            return out;
+          },
+          "The machine as a tuned table names it: the table `loom tune` writes here, and the one loaded.")
+      .def_property_readonly(
           "placement",
           [](const Executor& e) {
             const Placement placement = e.placement();

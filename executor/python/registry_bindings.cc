@@ -16,6 +16,7 @@
 #include "loom/default_plans.hpp"
 #include "loom/error.hpp"
 #include "loom/plan_registry.hpp"
+#include "loom/tuned_table.hpp"
 
 namespace py = pybind11;
 
@@ -54,7 +55,8 @@ DataType parseType(const std::string& name) {
 PlanSource parseSource(const std::string& name) {
   if (name == "user") return PlanSource::kUser;
   if (name == "bundled") return PlanSource::kBundled;
-  throw invalid("source: expected 'user' or 'bundled', got '" + name + "'");
+  if (name == "tuned") return PlanSource::kTuned;
+  throw invalid("source: expected 'user', 'tuned' or 'bundled', got '" + name + "'");
 }
 
 // (ranks sharing the GPU, resident blocks), as Executor.placement gives it; None: no limit.
@@ -292,6 +294,21 @@ void bindRegistry(py::module_& module) {
       },
       py::arg("directory"), py::arg("source") = "user",
       "Registers every *.json and *.json.gz there; returns the files skipped.");
+  module.def(
+      "registry_load_tuned_table",
+      [](const std::string& backend, const std::string& gpu, uint32_t gpus, uint32_t worldSize, uint32_t ranksPerNode) {
+        return PlanRegistry::global().ensureTunedTableLoaded(TunedMachine{backend, gpu, gpus, worldSize, ranksPerNode});
+      },
+      py::arg("backend"), py::arg("gpu"), py::arg("gpus"), py::arg("world_size"), py::arg("ranks_per_node"),
+      "Registers the tuned table of <cache root>/tuned for that machine, once (nothing with LOOM_TUNED=0); returns "
+      "the plans skipped.");
+  module.def(
+      "registry_tuned_table_path",
+      [](const std::string& backend, const std::string& gpu, uint32_t gpus, uint32_t worldSize, uint32_t ranksPerNode) {
+        return findTunedTable(tunedDirectory(), TunedMachine{backend, gpu, gpus, worldSize, ranksPerNode});
+      },
+      py::arg("backend"), py::arg("gpu"), py::arg("gpus"), py::arg("world_size"), py::arg("ranks_per_node"),
+      "The tuned table for that machine in <cache root>/tuned, or '' when there is none.");
   module.def(
       "registry_load_default_plans", [] { return PlanRegistry::global().ensureDefaultPlansLoaded(); },
       "Loads <cache root>/default once (per root); returns the files skipped.");

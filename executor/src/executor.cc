@@ -22,6 +22,7 @@
 #include "call_agreement.hpp"
 #include "call_context.hpp"
 #include "counted_scratch.hpp"
+#include "gpu.hpp"
 #include "gpu_sharing.hpp"
 #include "loom/device/pair_calls.hpp"
 #include "loom/error.hpp"
@@ -741,6 +742,18 @@ uint64_t planOutputBytes(const Plan& plan, uint64_t messageBytes) {
   return messageBytes;
 }
 
+// The machine a tuned table must have been measured on to serve this communicator (tuned_table.hpp).
+static TunedMachine tunedMachineOf(const Communicator& comm) {
+  TunedMachine machine;
+  const bool onGpu = comm.cudaDevice() != Communicator::kHostOnly;
+  machine.backend = onGpu ? "gpu" : "cpu";
+  machine.gpu = onGpu ? gpu::deviceName(comm.cudaDevice()) : std::string();
+  machine.gpus = onGpu ? uint32_t(gpu::deviceCount()) : 0;
+  machine.worldSize = uint32_t(comm.worldSize());
+  machine.ranksPerNode = uint32_t(comm.localWorldSize());
+  return machine;
+}
+
 Executor::Executor(std::shared_ptr<Communicator> communicator, const Executor* shareProxyOf)
     : impl_(std::make_unique<Impl>()) {
   if (!communicator) throw invalid("communicator: null");
@@ -754,8 +767,10 @@ Executor::Executor(std::shared_ptr<Communicator> communicator, const Executor* s
   impl_->gpuSharers = checkGpuSharing(comm);
   impl_->windows = std::make_unique<SymmetricWindows>(comm.rank());
   impl_->backend = comm.cudaDevice() == Communicator::kHostOnly ? makeCpuBackend(comm) : makeGpuBackend(comm);
-  // The bundled plans become selectable with the first executor of the process (per cache root).
+  // The bundled plans become selectable with the first executor of the process (per cache root), and this
+  // machine's tuned table, if `loom tune` wrote one, before them.
   PlanRegistry::global().ensureDefaultPlansLoaded();
+  PlanRegistry::global().ensureTunedTableLoaded(tunedMachineOf(comm));
 }
 
 Executor::~Executor() {
@@ -793,6 +808,8 @@ void Executor::scale(void* data, uint64_t bytes, DataType type, float factor, vo
 Communicator& Executor::communicator() const { return *impl_->communicator; }
 bool Executor::onGpu() const { return impl_->backend->onGpu(); }
 bool Executor::capturing(void* stream) const { return impl_->backend->capturing(stream); }
+
+TunedMachine Executor::tunedMachine() const { return tunedMachineOf(*impl_->communicator); }
 
 Placement Executor::placement() const {
   std::lock_guard lock(impl_->placementMutex);

@@ -79,7 +79,21 @@ const std::string& RegisteredPlan::path() const {
   return deferred_ ? deferred_->path : none;
 }
 
-std::string_view planSourceName(PlanSource source) { return source == PlanSource::kUser ? "user" : "bundled"; }
+std::string_view planSourceName(PlanSource source) {
+  switch (source) {
+    case PlanSource::kUser:
+      return "user";
+    case PlanSource::kTuned:
+      return "tuned";
+    case PlanSource::kBundled:
+      return "bundled";
+  }
+  return "?";
+}
+
+int sourceRank(PlanSource source) {
+  return source == PlanSource::kUser ? 0 : source == PlanSource::kTuned ? 1 : 2;
+}
 
 PlanInfo planInfoFrom(const Plan& plan, PlanSource source) {
   PlanInfo info;
@@ -132,7 +146,7 @@ bool planFits(const PlanInfo& info, const SelectionRequest& request) {
 }
 
 bool rankedBefore(const RegisteredPlan& a, const RegisteredPlan& b) {
-  if (a.info.source != b.info.source) return a.info.source == PlanSource::kUser;
+  if (a.info.source != b.info.source) return sourceRank(a.info.source) < sourceRank(b.info.source);
   const uint64_t widthA = a.info.maxMessageBytes - a.info.minMessageBytes;
   const uint64_t widthB = b.info.maxMessageBytes - b.info.minMessageBytes;
   if (widthA != widthB) return widthA < widthB;
@@ -385,6 +399,53 @@ std::vector<std::string> PlanRegistry::ensureDefaultPlansLoaded() {
     defaultPlansFrom_ = directory;
   }
   return defaultPlansSkipped_;
+}
+
+std::vector<std::string> PlanRegistry::loadTunedTable(const std::string& path) {
+  std::vector<std::string> skipped;
+  const TunedTable table = readTunedTable(path);
+  const std::filesystem::path folder = std::filesystem::path(path).replace_extension("");
+  for (const TunedRow& row : table.rows) {
+    const std::filesystem::path file = folder / row.planFile;
+    try {
+      std::error_code error;
+      if (std::filesystem::symlink_status(file, error).type() != std::filesystem::file_type::regular) {
+        throw Error(ErrorCategory::kSystem, "not a regular file");
+      }
+      auto plan = std::make_shared<const Plan>(Plan::load(file.string()));
+      PlanInfo info = planInfoFrom(*plan, PlanSource::kTuned);
+      if (collectiveName(info.collective) != row.collective) {
+        throw Error(ErrorCategory::kInvalidPlan, "a " + std::string(collectiveName(info.collective)) +
+                                                     " plan in the row of " + row.collective);
+      }
+      // The row's range within the plan's own (a table whose rows outgrew their plans keeps what holds).
+      info.minMessageBytes = std::max(row.minBytes, plan->minMessageBytes);
+      info.maxMessageBytes = std::min(row.maxBytes, plan->maxMessageBytes);
+      if (info.minMessageBytes > info.maxMessageBytes) {
+        throw Error(ErrorCategory::kInvalidPlan, "its size range does not meet the row's");
+      }
+      add(plan, std::move(info), /*replace=*/true);
+    } catch (const std::exception& e) {
+      skipped.push_back(file.string() + ": " + e.what());
+    }
+  }
+  return skipped;
+}
+
+std::vector<std::string> PlanRegistry::ensureTunedTableLoaded(const TunedMachine& machine) {
+  if (!tunedTablesEnabled()) return {};
+  const std::string path = findTunedTable(tunedDirectory(), machine);
+  if (path.empty()) return {};
+  std::lock_guard lock(defaultPlansMutex_);
+  if (!tunedTablesLoaded_.insert(path).second) return {};
+  std::vector<std::string> skipped;
+  try {
+    skipped = loadTunedTable(path);
+  } catch (const std::exception& e) {
+    skipped.push_back(e.what());
+  }
+  for (const std::string& line : skipped) std::fprintf(stderr, "loom: skipped tuned plan %s\n", line.c_str());
+  return skipped;
 }
 
 RegistryStats PlanRegistry::stats() const {

@@ -22,6 +22,8 @@ int currentDevice();
 void setDevice(int device);
 // "0000:1b:00.0": where the device sits on the PCI bus (for its NUMA node).
 std::string pciBusId(int device);
+// The device's marketing name ("NVIDIA H200"), as cudaGetDeviceProperties gives it.
+std::string deviceName(int device);
 
 struct PointerInfo {
   MemoryLocation location = MemoryLocation::kHost;

@@ -44,6 +44,12 @@ std::string pciBusId(int device) {
   return text;
 }
 
+std::string deviceName(int device) {
+  cudaDeviceProp properties{};
+  checkCuda(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
+  return std::string(properties.name);
+}
+
 PointerInfo pointerInfo(const void* pointer) {
   PointerInfo info;
   if (deviceCount() == 0) return info;

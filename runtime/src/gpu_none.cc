@@ -21,6 +21,7 @@ int deviceCount() { return 0; }
 int currentDevice() { return -1; }
 void setDevice(int) { noCuda("setDevice"); }
 std::string pciBusId(int) { noCuda("pciBusId"); }
+std::string deviceName(int) { noCuda("deviceName"); }
 PointerInfo pointerInfo(const void*) { return {}; }
 uint64_t allocationId(const void*) { return 0; }
 void copy(void* dst, const void* src, uint64_t bytes) { std::memcpy(dst, src, bytes); }

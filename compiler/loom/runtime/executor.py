@@ -49,6 +49,12 @@ class Executor:
         at once). A plan fits when its busiest rank's thread blocks times the first are at most the second."""
         return tuple(self._native.placement)
 
+    @property
+    def tuned_machine(self) -> dict:
+        """This machine as a tuned table names it (backend, gpu, gpus, world_size, ranks_per_node): the table
+        ``loom tune`` writes for this communicator's shape, and the one its executor loads."""
+        return dict(self._native.tuned_machine)
+
     def abort(self, wait_s: float = 5.0) -> bool:
         """Like ``ncclCommAbort``: end a call in flight on another thread (on the CPU backend within about
         100 ms) and free the plans' channels, scratch and contexts without waiting for peers, which may be

@@ -28,16 +28,26 @@ from loom.errors import InvalidArgumentError
 from loom.native import native_module
 
 _fallback: Callable[..., Any] | None = None
+# The JSON of user plans registered from a file or from loom.compile, by registered name (loom tune writes
+# the winners among them into its table; a loom.Plan object carries no text).
+_TEXTS: dict[str, str] = {}
 
 
-def _as_plan(plan: object) -> object:
+def registered_text(name: str) -> str | None:
+    """The JSON text of the user plan registered as ``name``, when it was registered from text."""
+    return _TEXTS.get(name)
+
+
+def _as_plan(plan: object) -> tuple[object, str | None]:
     native = native_module()
     if isinstance(plan, native.Plan):
-        return plan
+        return plan, None
     if isinstance(plan, JitPlan):  # what loom.compile returns (its text: a cache that refused it has no file)
-        return native.Plan.parse(plan.text)
+        return native.Plan.parse(plan.text), plan.text
     if isinstance(plan, (str, os.PathLike)):
-        return native.Plan.load(os.fspath(plan))
+        loaded = native.Plan.load(os.fspath(plan))
+        path = os.fspath(plan)
+        return loaded, (open(path, encoding="utf-8").read() if path.endswith(".json") else None)
     raise InvalidArgumentError(
         f"plan: expected a loom.Plan, a plan file path or what loom.compile returns, got {type(plan).__name__}"
     )
@@ -63,8 +73,9 @@ def register_plan(
     restrict it (default: every type), ``tags`` are what requests may ask for, ``priority`` breaks ties
     between equally narrow plans (higher wins). A name already registered is an error unless ``replace``.
     """
-    return native_module().registry_add(
-        _as_plan(plan),
+    loaded, text = _as_plan(plan)
+    entry = native_module().registry_add(
+        loaded,
         name=name,
         min_message_bytes=min_message_bytes,
         max_message_bytes=max_message_bytes,
@@ -73,6 +84,9 @@ def register_plan(
         priority=priority,
         replace=replace,
     )
+    if text is not None:
+        _TEXTS[entry.name] = text
+    return entry
 
 
 def unregister_plan(name: str) -> bool:

@@ -217,7 +217,7 @@ def _cmd_jit_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_select(args: argparse.Namespace) -> int:
-    from loom.tools.select import explain, format_selection, placement_from_options
+    from loom.tools.select import explain, format_selection, machine_here, placement_from_options
 
     per_node = args.ranks_per_node or args.world_size
     placement = placement_from_options(args.host_only, per_node, args.ranks_sharing_gpu, args.resident_blocks)
@@ -231,9 +231,27 @@ def _cmd_select(args: argparse.Namespace) -> int:
         root=args.root,
         op=args.op,
         placement=placement,
+        machine=machine_here(args.host_only),
     )
     print(format_selection(selection))
     return 0 if selection.plan is not None or args.world_size == 1 else 3
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from loom.tools.tune import COLLECTIVES, format_result, tune
+
+    collectives = args.collectives.split(",") if args.collectives else list(COLLECTIVES)
+    result = tune(
+        args.world_size,
+        host_only=args.host_only,
+        collectives=collectives,
+        max_bytes=loom_demo.parse_size(args.max_bytes),
+        quick=args.quick,
+        processes=True if args.processes else None,
+        progress=not args.no_progress,
+    )
+    print(format_result(result))
+    return 0
 
 
 def _cmd_nccl_coverage(args: argparse.Namespace) -> int:
@@ -410,6 +428,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--resident-blocks", type=int, default=None, help="blocks the GPU holds at once (default: this machine's)"
     )
     select.set_defaults(run=_cmd_select)
+
+    tune_ = sub.add_parser(
+        "tune",
+        help="time the candidates of every collective and size on this machine; write <cache>/tuned/<machine>.json,"
+        " which the selector takes before the bundled table (LOOM_TUNED=0 ignores it)",
+    )
+    tune_.add_argument("--world-size", type=int, required=True)
+    tune_.add_argument("--host-only", action="store_true", help="the CPU backend (ranks on threads)")
+    tune_.add_argument(
+        "--collectives", default=None, help="comma-separated (default allreduce,allgather,reducescatter,alltoall)"
+    )
+    tune_.add_argument("--max-bytes", default="1G", help="largest size per rank (1K, 4M, 1G; default 1G)")
+    tune_.add_argument("--quick", action="store_true", help="fewer sizes (powers of 16), instances and rounds")
+    tune_.add_argument("--processes", action="store_true", help="ranks as processes (default: with a GPU per rank)")
+    tune_.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    tune_.set_defaults(run=_cmd_tune)
 
     coverage = sub.add_parser(
         "nccl-coverage",

@@ -26,7 +26,7 @@ NO_LIMIT = 0xFFFFFFFF
 @dataclass
 class Selection:
     plan: str | None  # the plan's name, or None when nothing runs the call
-    source: str  # "user plan", "bundled table", "JIT" or "none"
+    source: str  # "user plan", "tuned table", "bundled table", "JIT" or "none"
     placement: tuple[int, int] | None  # (ranks sharing the GPU, resident blocks); None: no limit
     why: str  # one sentence
     passed_over: list[tuple[str, str]] = field(default_factory=list)  # (plan, why it does not fit)
@@ -59,8 +59,10 @@ def explain(
     root: int | None = None,
     op: str = "sum",
     placement: tuple[int, int] | None = None,
+    machine: dict | None = None,
 ) -> Selection:
-    """The plan a call of this shape gets where it runs at ``placement`` (None: no limit), and why."""
+    """The plan a call of this shape gets where it runs at ``placement`` (None: no limit), and why. ``machine``
+    (backend, gpu, gpus: ``machine_here``) picks the tuned table that counts, as an executor there would."""
     from loom.compiler.jit_plans import choose, plan_for_call, thread_blocks
     from loom.plan.cache import default_plans_enabled
     from loom.runtime.install_plans import ensure_default_plans_installed
@@ -75,6 +77,8 @@ def explain(
     native = native_module()
     ensure_default_plans_installed()
     native.registry_load_default_plans()
+    if machine is not None:
+        native.registry_load_tuned_table(**{**machine, "world_size": world_size, "ranks_per_node": ranks_per_node})
     rooted = collective in ("broadcast", "reduce")
     root = (root or 0) if rooted else None
     request = (collective, message_bytes, dtype, world_size, ranks_per_node, inplace, False, root, [], op)
@@ -83,11 +87,17 @@ def explain(
     where = _placement_text(placement)
     if chosen is not None:
         entry = native.registry_find(chosen.name)
-        source = "JIT" if entry is None else ("user plan" if entry.source == "user" else "bundled table")
+        sources = {"user": "user plan", "tuned": "tuned table", "bundled": "bundled table"}
+        source = "JIT" if entry is None else sources[entry.source]
         blocks = None if entry is None else entry.thread_blocks
-        why = f"the registered {source} plan whose size range fits narrowest, with blocks that fit {where}"
-        if source == "bundled table":
-            why = f"the bundled table's plan for this size, with blocks that fit {where}"
+        why = {
+            "user plan": f"a registered user plan (they come first), the narrowest that fits, with blocks that fit"
+            f" {where}",
+            "tuned table": f"this machine's tuned table (loom tune) for this size, before the bundled one; fits"
+            f" {where}",
+            "bundled table": f"the bundled table's plan for this size, with blocks that fit {where}",
+            "JIT": f"a plan compiled on first use earlier in this process, with blocks that fit {where}",
+        }[source]
         return Selection(chosen.name, source, placement, why, passed, blocks)
     if world_size == 1:
         return Selection(None, "none", placement, "a job of one rank moves nothing (a local copy out of place)", passed)
@@ -133,6 +143,21 @@ def format_selection(selection: Selection) -> str:
     return "\n".join(lines)
 
 
+def machine_here(host_only: bool) -> dict:
+    """This machine as a tuned table names it (less the world size): the CPU backend, or GPU 0's name and the
+    number of GPUs torch sees."""
+    if host_only:
+        return {"backend": "cpu", "gpu": "", "gpus": 0}
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+            return {"backend": "gpu", "gpu": torch.cuda.get_device_name(0), "gpus": torch.cuda.device_count()}
+    except ImportError:
+        pass
+    return {"backend": "cpu", "gpu": "", "gpus": 0}
+
+
 def placement_from_options(
     host_only: bool, ranks_per_node: int, sharing: int | None, resident: int | None
 ) -> tuple[int, int] | None:
@@ -149,4 +174,4 @@ def placement_from_options(
     return gpu_placement(ranks_per_node)
 
 
-__all__ = ["Selection", "explain", "format_selection", "gpu_placement", "placement_from_options"]
+__all__ = ["Selection", "explain", "format_selection", "gpu_placement", "machine_here", "placement_from_options"]

@@ -149,6 +149,9 @@ class Executor {
   // runs per multiprocessor). No limit on the CPU backend, unless LOOM_CPU_RESIDENT_BLOCKS=N stands in for
   // a GPU that holds N blocks, shared by the ranks of this process on this host (to test the fit rule).
   Placement placement() const;
+  // The machine as a tuned table names it (tuned_table.hpp): the table `loom tune` writes for this
+  // communicator's shape, and the one its executor loads.
+  TunedMachine tunedMachine() const;
   ExecutorStats stats() const;
 
  private:

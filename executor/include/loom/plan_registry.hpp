@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -24,10 +25,14 @@
 
 #include "loom/data_type.hpp"
 #include "loom/plan.hpp"
+#include "loom/tuned_table.hpp"
 
 namespace loom {
 
-enum class PlanSource : uint8_t { kUser, kBundled };
+// In the default selector's order: the user's plans, then a machine's own measurements (`loom tune`,
+// tuned_table.hpp), then the bundled ones.
+enum class PlanSource : uint8_t { kUser, kBundled, kTuned };
+int sourceRank(PlanSource source);  // 0 user, 1 tuned, 2 bundled
 std::string_view planSourceName(PlanSource source);
 
 // Where a call's plan will run. The interpreter blocks of one call wait for one another, so all of them
@@ -168,6 +173,12 @@ class PlanRegistry {
   // Loads <cache root>/default once per process and cache root (later calls return at once, unless
   // LOOM_CACHE_DIR now names another root); returns its skip list.
   std::vector<std::string> ensureDefaultPlansLoaded();
+  // Registers the plans of the tuned table at `path` (tuned_table.hpp) as kTuned plans for the size ranges
+  // its rows give; returns what was skipped ("file: why").
+  std::vector<std::string> loadTunedTable(const std::string& path);
+  // The table of <cache root>/tuned whose machine is `machine`, loaded once per process, cache root and
+  // machine (nothing with LOOM_TUNED=0); returns its skip list.
+  std::vector<std::string> ensureTunedTableLoaded(const TunedMachine& machine);
 
   RegistryStats stats() const;
 
@@ -204,6 +215,7 @@ class PlanRegistry {
   std::mutex defaultPlansMutex_;
   std::optional<std::string> defaultPlansFrom_;
   std::vector<std::string> defaultPlansSkipped_;
+  std::set<std::string> tunedTablesLoaded_;  // table paths, guarded by defaultPlansMutex_
   std::atomic<uint64_t> selections_{0};
   std::atomic<uint64_t> cacheHits_{0};
   std::atomic<uint64_t> selectorCalls_{0};
