@@ -95,8 +95,8 @@ def candidates(
     """Every candidate for one collective: the library's algorithms for the shape at each instance count whose
     blocks fit (the bundled table's choices among them, marked), and the user plans registered for it."""
     from loom.algorithms import ALGORITHMS
-    from loom.compiler.jit import jit_compile
     from loom.algorithms.tuned_sizes import rows_for_shape
+    from loom.compiler.jit import jit_compile
     from loom.compiler.jit_plans import choose, thread_blocks
     from loom.native import native_module
 
