@@ -97,6 +97,16 @@ class Memory:
             theirs = (
                 "the user's " + ("write of the input" if earlier.write else "read of the result") + " between calls"
             )
+        elif isinstance(earlier.block[1], tuple):  # a port channel's proxy (schedule.proxy_of)
+            _, tb, channel = earlier.block[1]
+            theirs = (
+                f"the proxy's read of it for {earlier.step.where()} ({earlier.step.text()}), which sends it over port"
+                f" channel {channel}: the proxy reads a put's source until a flush of tb {tb} on ch{channel}, and no"
+                " flush (nor a wait for a signal sent after that data) orders this op after it; flush the channel"
+                " first"
+            )
+            self._add(step, "race", f"{mine} unordered with {theirs}", call)
+            return
         else:
             kind = "the write" if earlier.write else "a read"
             theirs = f"{kind} by {earlier.step.where()} ({earlier.step.text()})"

@@ -72,6 +72,10 @@ class Step:
     # alltoallv: a rank keeps a mailbox per channel, where the peer publishes its receive entry from the rank.
     publishes: list[tuple[int, int]] = field(default_factory=list)  # the (peer, its channel) mailboxes written
     mailbox_reads: list[int] = field(default_factory=list)  # this rank's channels whose mailbox a put reads
+    # A data op that writes through port channels: the proxy of the first (its thread block's for that
+    # channel) moves the data, reading the source until a flush of the block on that channel (schedule.py).
+    port_channels: list[int] = field(default_factory=list)
+    flushes: list[int] = field(default_factory=list)  # channels a flush (or a fused put ..._and_flush) waits for
     valid: bool = True
 
     @property
@@ -213,6 +217,16 @@ class Program:
                             out.extend((ref, packet) for ref in resolved)
             if name in ("put_with_signal", "put_with_signal_and_flush"):
                 step.signals = sorted({d["channel"] for d in op["dsts"]})
+            step.port_channels = sorted(
+                {
+                    d["channel"]
+                    for f in ("dst", "dsts", "packet_dst")
+                    for d in refs_of(op, f)
+                    if "channel" in d and self.channels.get((rank, d["channel"]), {}).get("type") == "port"
+                }
+            )
+            if name == "put_with_signal_and_flush":
+                step.flushes = list(step.port_channels)
             if self.collective == "alltoallv" and not problem:
                 problem, step.mailbox_reads = self._counted_refs(rank, op)
         elif name in ("signal", "wait", "flush"):
@@ -226,6 +240,8 @@ class Program:
                     step.publishes = [self.paired[(rank, c)] for c in op["channels"] if (rank, c) in self.paired]
             elif name == "wait":
                 step.waits = list(op["channels"])
+            else:
+                step.flushes = list(op["channels"])
         elif name in ("sem_acquire", "sem_release"):
             missing = [s for s in op["semaphores"] if (rank, s) not in self.semaphores]
             if missing:

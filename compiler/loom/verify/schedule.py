@@ -28,6 +28,11 @@ from loom.verify.report import FindingLog, finding_at
 from loom.verify.sync import Sync
 
 
+
+def proxy_of(block: tuple, channel: int) -> tuple:
+    """The block that stands for the proxy carrying ``block``'s port-channel puts on ``channel``."""
+    return (block[0], ("proxy", block[1], channel))
+
 class Executor:
     def __init__(self, program: Program, calls: int, log: FindingLog) -> None:
         self.program = program
@@ -89,6 +94,10 @@ class Executor:
         clock = self.clocks.snapshot(host)
         for tb in self.tbs[rank]:
             merge(clock, self.clocks.clock((rank, tb)))
+        # The call's end includes its proxies' work (the executor drains what a call posted before it returns).
+        for block, proxy_clock in list(self.clocks.clocks.items()):
+            if block[0] == rank and isinstance(block[1], tuple) and block[1][0] == "proxy":
+                merge(clock, proxy_clock)
         self.clocks.reset(host, clock)
         self.clocks.tick(host)
         if call > 0:
@@ -102,6 +111,24 @@ class Executor:
                 self.memory.write(host, None, key, call, value)
         for tb in self.tbs[rank]:
             self.clocks.reset((rank, tb), self.clocks.clock(host))
+
+    def _proxy_reads(self, step: Step, clock: dict, call: int) -> None:
+        """What a put over a port channel sends is read by the proxy, after the step and until a flush of the
+        block on that channel (the executor's port channels: the proxy copies out of the registered buffer when
+        it gets to the trigger). So the proxy reads this rank's data the step sends (a put's sources, a
+        reduce-and-send's result) once more, as a block of its own: a later write to it that no flush (nor
+        anything the proxy's work happens before) orders after is a race."""
+        proxy = proxy_of(step.block, step.port_channels[0])
+        self._proxy_after(step.block, step.port_channels[0], clock)
+        sent = [ref for ref, _ in (step.writes if step.reduces else step.reads) if ref.rank == step.rank]
+        for ref in sent:
+            for offset in range(ref.count):
+                self.memory.read(proxy, step, self.memory.key(ref, offset, call), call)
+
+    def _proxy_after(self, block: tuple, channel: int, clock: dict) -> dict:
+        proxy = proxy_of(block, channel)
+        self.clocks.learn(proxy, clock)
+        return self.clocks.tick(proxy)
 
     def _read_mailboxes(self, step: Step, call: int) -> None:
         """An alltoallv put into a peer's output first reads where: the entry the peer published into this
@@ -148,12 +175,23 @@ class Executor:
             self._read_mailboxes(step, call)
         if step.reads or step.writes:
             run_data_op(step, call, self.memory, self.clocks, self.log)
+        if step.port_channels:
+            self._proxy_reads(step, clock, call)
+        for channel in step.flushes:
+            # The proxy has done everything the block posted on the channel: what it read may be written now.
+            merge(clock, self.clocks.clock(proxy_of(block, channel)))
         for peer, channel in step.publishes:
             # This rank's receive entry from `peer`, for this call, into the mailbox of `peer`'s end of the channel.
             entry = Value(Contents(((call, step.rank, MAILBOX_ENTRY),)), False, call, step, None)
             self.memory.write(block, step, (peer, "mailbox", channel, 0), call, entry)
         if step.signals:
-            sync.signal(step, clock)
+            # A port channel's signal goes out through the proxy after the data posted before it: the peer hears
+            # of the proxy's copies (and so of the block's steps before them).
+            signalled = clock
+            for channel in step.signals:
+                if self.program.channels.get((step.rank, channel), {}).get("type") == "port":
+                    signalled = dict(self._proxy_after(block, channel, clock))
+            sync.signal(step, signalled)
         if step.releases:
             sync.release(step, clock)
         return True

@@ -212,3 +212,42 @@ def test_reduce_packet_without_the_roots_word_overwrites_unread_packets():
     ops[:] = [op for op in ops if op["op"] != "wait"]
     found = _only(verify(plan, calls=4), "packet")
     assert any(f.rank == 1 and "the scratch is reused before its packets were read" in f.message for f in found)
+
+
+# Port channels as the executor runs them (issue 54): the proxy reads a put's source when it gets to the
+# trigger, until a flush of the block on that channel. A write to the source before then is a race that the
+# verifier names; allreduce_hierarchical's inter-node step (a reduce-and-send over the port channel, then a
+# reduce into the same chunks) stays right only with its flush.
+
+
+def _port_mutants():
+    """(what, plan): allreduce_hierarchical for 2 nodes of 2 with its flushes dropped, and with each flush moved
+    after the op that follows it."""
+    dropped = _plan("allreduce_hierarchical", 4, 2)
+    for gpu in dropped["gpus"]:
+        for tb in gpu["threadblocks"]:
+            tb["ops"] = [op for op in tb["ops"] if op["op"] != "flush"]
+            for op in tb["ops"]:
+                if op["op"] == "put_with_signal_and_flush":
+                    op["op"] = "put_with_signal"
+    moved = _plan("allreduce_hierarchical", 4, 2)
+    for gpu in moved["gpus"]:
+        for tb in gpu["threadblocks"]:
+            ops = tb["ops"]
+            for index in range(len(ops) - 1, -1, -1):
+                if ops[index]["op"] == "flush":
+                    ops.append(ops.pop(index))  # to the end: past the reduce that overwrites what was sent
+    return [("dropped flush", dropped), ("flush moved after the write", moved)]
+
+
+def test_the_hierarchical_all_reduce_is_proven_with_its_flush():
+    assert verify(_plan("allreduce_hierarchical", 4, 2), calls=3) == []
+
+
+@pytest.mark.parametrize(("what", "plan"), _port_mutants(), ids=lambda value: value if isinstance(value, str) else "")
+def test_a_port_source_written_before_its_flush_is_a_race_naming_both_ops(what, plan):
+    races = _only(verify(plan, calls=3), "race")
+    text = str(races[0])
+    assert "unordered with the proxy's read of it for rank" in text, text
+    assert "which sends it over port channel" in text and "flush the channel first" in text, text
+    assert "reduce_send" in text and "allreduce_hierarchical.py:" in text, text  # both ops, the author's line
