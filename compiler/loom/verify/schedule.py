@@ -28,10 +28,10 @@ from loom.verify.report import FindingLog, finding_at
 from loom.verify.sync import Sync
 
 
-
 def proxy_of(block: tuple, channel: int) -> tuple:
     """The block that stands for the proxy carrying ``block``'s port-channel puts on ``channel``."""
     return (block[0], ("proxy", block[1], channel))
+
 
 class Executor:
     def __init__(self, program: Program, calls: int, log: FindingLog) -> None:
