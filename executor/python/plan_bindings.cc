@@ -65,6 +65,7 @@ void bindPlan(py::module_& module) {
       .def_readonly("alignment_bytes", &Plan::alignmentBytes)
       .def_readonly("reuse_scratch", &Plan::reuseScratch)
       .def_readonly("root", &Plan::root)
+      .def_readonly("text", &Plan::text, "The JSON text the plan was decoded from.")
       .def_property_readonly("compiler_version", [](const Plan& p) { return p.metadata.compilerVersion; })
       .def_property_readonly("source_hash", [](const Plan& p) { return p.metadata.sourceHash; })
       .def_property_readonly("gpus", &gpuList, "Per rank: chunk counts and numbers of channels and thread blocks.")

@@ -33,7 +33,7 @@ namespace fs = std::filesystem;
 // The second line of the stamp: how the plans are installed. A folder installed another way (by a
 // Loom that wrote plain NAME.json files and no index, or an index of another format) has another stamp, so
 // it is installed again.
-constexpr char kLayout[] = "layout NAME.json.gz, .index 2";
+constexpr char kLayout[] = "layout NAME.json.gz, .index 3";
 constexpr char kLockName[] = ".install.lock";
 // The plan files the last install wrote, one name a line: all that a later install may remove.
 constexpr char kManifestName[] = ".manifest";

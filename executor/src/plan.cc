@@ -129,6 +129,7 @@ static Plan decodeAndValidate(simdjson::padded_string_view json, const std::stri
   Plan plan = decodePlan(json, origin);
   validatePlan(plan, origin);
   plan.contentHash = std::hash<std::string_view>{}(std::string_view(json.data(), json.size()));
+  plan.text.assign(json.data(), json.size());
   return plan;
 }
 

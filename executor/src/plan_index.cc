@@ -13,8 +13,9 @@
 namespace loom {
 namespace {
 
-// 2: with thread_blocks (what a Placement limits); a folder indexed in format 1 is installed again.
-constexpr uint64_t kIndexFormat = 2;
+// 3: with thread_blocks (what a Placement limits) and content_hash (what a plan read back must be); a folder
+// indexed in another format is installed again.
+constexpr uint64_t kIndexFormat = 3;
 
 std::string quoted(std::string_view text) {
   std::string out = "\"";
@@ -71,6 +72,7 @@ PlanIndexEntry entryFrom(simdjson::dom::object item, const std::string& where) {
     info.reduceOp = enumNamed(std::string_view(op), kReduceOps, reduceOpName, where + ".reduce_op");
   }
   info.threadBlocks = narrow(uint64_t(item["thread_blocks"]), where + ".thread_blocks");
+  info.contentHash = uint64_t(item["content_hash"]);
   if (entry.file.empty() || entry.file.find('/') != std::string::npos) {
     throw Error(ErrorCategory::kInvalidPlan, where + ".file: expected a file name, got \"" + entry.file + "\"");
   }
@@ -93,7 +95,7 @@ std::string planIndexText(const std::vector<PlanIndexEntry>& entries) {
         << ", \"inplace\": " << (info.inplace ? "true" : "false")
         << ", \"root\": " << (info.root ? std::to_string(*info.root) : "null")
         << ", \"reduce_op\": " << (info.reduceOp ? quoted(reduceOpName(*info.reduceOp)) : "null")
-        << ", \"thread_blocks\": " << info.threadBlocks << "}";
+        << ", \"thread_blocks\": " << info.threadBlocks << ", \"content_hash\": " << info.contentHash << "}";
   }
   out << "]}\n";
   return out.str();
@@ -141,6 +143,7 @@ std::string planInfoMismatch(const PlanInfo& info, const Plan& plan) {
   if (actual.root != info.root) return "root";
   if (actual.reduceOp != info.reduceOp) return "reduce_op";
   if (actual.threadBlocks != info.threadBlocks) return "thread_blocks";
+  if (actual.contentHash != info.contentHash) return "content_hash";
   return "";
 }
 

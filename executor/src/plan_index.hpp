@@ -6,10 +6,11 @@
 // process that starts pays for the plans it runs, not for every bundled one.
 //
 // JSON, one plan a line:
-//   {"format": 2, "plans": [
+//   {"format": 3, "plans": [
 //   {"file": "NAME.json.gz", "file_bytes": 1234, "name": "NAME", "collective": "allreduce", "world_size": 2,
 //    "ranks_per_node": 2, "min_message_bytes": 0, "max_message_bytes": 5793, "protocol": "ll",
-//    "inplace": false, "root": null, "reduce_op": "sum", "thread_blocks": 16},
+//    "inplace": false, "root": null, "reduce_op": "sum", "thread_blocks": 16,
+//    "content_hash": 1234567890123},
 //   ...]}
 
 #include <cstdint>

@@ -108,6 +108,7 @@ PlanInfo planInfoFrom(const Plan& plan, PlanSource source) {
   info.root = plan.root;
   info.reduceOp = planReduceOp(plan);
   info.source = source;
+  info.contentHash = plan.contentHash;
   for (const GpuProgram& gpu : plan.gpus) info.threadBlocks = std::max(info.threadBlocks, uint32_t(gpu.threadblocks.size()));
   return info;
 }
@@ -373,8 +374,21 @@ std::vector<std::string> PlanRegistry::loadDirectory(const std::string& director
       addDeferred(std::move(info), path.string());
       continue;
     }
+    // Only what the installer wrote is a bundled plan: a file its index does not list (planted, or left by
+    // hand) is not registered from the folder of bundled plans.
+    const auto listed = indexed.find(path.filename().string());
+    if (source == PlanSource::kBundled && !indexed.empty() && listed == indexed.end()) {
+      skipped.push_back(path.string() + ": not a plan the installer wrote (the folder's .index does not list it)");
+      continue;
+    }
     try {
       auto plan = std::make_shared<const Plan>(Plan::load(path.string()));
+      if (listed != indexed.end() && source == PlanSource::kBundled &&
+          plan->contentHash != listed->second.info.contentHash) {
+        throw Error(ErrorCategory::kInvalidPlan,
+                    "its text is not what the installer wrote (a file changed since; `loom install-plans --force` "
+                    "reinstalls the bundled plans)");
+      }
       if (find(plan->name)) continue;
       add(plan, planInfoFrom(*plan, source));
     } catch (const std::exception& e) {

@@ -232,12 +232,23 @@ TEST_F(DefaultPlans, AFileThatNoLongerMatchesItsIndexEntryIsNotRun) {
         << e.what();
   }
 
-  // A file of another size than the index says, and a damaged index: decoded when the folder loads.
+  // A file of another size than the index says is decoded when the folder loads, and refused: its text is not
+  // what the installer wrote (here one more line). A damaged index: every plan decoded.
   writeAll(installed(kSomePlans[1]), readAll(installed(kSomePlans[1])) + gzipCompress("\n"));
   PlanRegistry again;
-  again.ensureDefaultPlansLoaded();
-  EXPECT_EQ(again.find("allreduce_allpairs_packet_2r_5794_23170")->path(), "");
-  writeAll(target_ / kPlanIndexName, "{\"format\": 2, \"plans\": [{\"file\": 3}]}");
+  const std::vector<std::string> refused = again.ensureDefaultPlansLoaded();
+  EXPECT_EQ(again.find("allreduce_allpairs_packet_2r_5794_23170"), nullptr);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_NE(refused[0].find("its text is not what the installer wrote"), std::string::npos) << refused[0];
+  // A plan file the installer did not write, in the folder of bundled plans: not registered.
+  writeAll(target_ / "planted.json", readAll(kBundledPlans / kSomePlans[0]));
+  PlanRegistry planted;
+  const std::vector<std::string> notListed = planted.ensureDefaultPlansLoaded();
+  bool named = false;
+  for (const std::string& line : notListed) named |= line.find("planted.json: not a plan the installer wrote") != std::string::npos;
+  EXPECT_TRUE(named);
+  fs::remove(target_ / "planted.json");
+  writeAll(target_ / kPlanIndexName, "{\"format\": 3, \"plans\": [{\"file\": 3}]}");
   PlanRegistry third;
   const std::vector<std::string> skipped = third.ensureDefaultPlansLoaded();
   ASSERT_EQ(skipped.size(), 1u);

@@ -42,6 +42,7 @@ from loom.compiler.driver import compile_algorithm, compile_file, compile_functi
 from loom.errors import InvalidArgumentError, PlanError
 from loom.plan.cache import jit_dir, read_regular_file, write_atomically
 from loom.plan.schema import check_schema
+from loom.verify.certificate import record_proof
 from loom.version import __version__
 
 # What a spec may hold for a library algorithm, besides the algorithm's own options.
@@ -88,8 +89,11 @@ def jit_compile(
     cached = _read_plan(path)
     if cached is not None:
         text, name = cached
-        return JitPlan(path, text, name, key, from_cache=True)
+        if _proven_or_dropped(text, path):
+            return JitPlan(path, text, name, key, from_cache=True)
     text = _compile(algorithm, spec)
+    if spec.get("verify", True):
+        record_proof(text)  # the compile verified it
     try:
         write_atomically(path, text)
     except OSError as error:
@@ -147,6 +151,20 @@ def _compile(algorithm: str | os.PathLike[str] | Callable[..., Any], spec: dict[
     if _is_file_path(algorithm):
         return compile_file(algorithm, **spec)
     return compile_algorithm(algorithm, **spec)
+
+
+def _proven_or_dropped(text: str, path: Path) -> bool:
+    """Whether a cached plan is proven (its certificate, or the verifier now); a refuted one is compiled anew,
+    which writes a good one over it, and said once: something put a plan the verifier refutes in the cache."""
+    from loom.verify.certificate import prove
+    from loom.verify.report import VerificationError
+
+    try:
+        prove(text, str(path))
+    except (VerificationError, PlanError) as error:
+        _warn_once(f"loom: warning: compiling anew, the cached plan is refuted: {str(error).splitlines()[0]}")
+        return False
+    return True
 
 
 def _read_plan(path: Path) -> tuple[str, str] | None:

@@ -26,6 +26,7 @@ from typing import Any
 from loom.compiler.jit import JitPlan
 from loom.errors import InvalidArgumentError
 from loom.native import native_module
+from loom.verify.certificate import prove, warn_unproven
 
 _fallback: Callable[..., Any] | None = None
 # The JSON of user plans registered from a file or from loom.compile, by registered name (loom tune writes
@@ -63,17 +64,26 @@ def register_plan(
     tags: Iterable[str] = (),
     priority: int = 0,
     replace: bool = False,
+    verified: bool = True,
 ) -> object:
     """Register ``plan`` (a loom.Plan, a plan file path or what ``loom.compile`` returns) as a user plan.
 
     Returns its ``PlanEntry``.
 
     Metadata comes from the plan (name, collective, world size, ranks per node, size range, protocol,
-    in place, root); ``name`` renames it, ``min/max_message_bytes`` narrow its size range, ``data_types``
+    in place, root); it must be proven: this Loom's verifier passes it (a certificate in the cache makes that
+    a hash), else a VerificationError names the first finding; ``verified=False`` registers it unproven, with a
+    warning once. ``name`` renames it, ``min/max_message_bytes`` narrow its size range, ``data_types``
     restrict it (default: every type), ``tags`` are what requests may ask for, ``priority`` breaks ties
     between equally narrow plans (higher wins). A name already registered is an error unless ``replace``.
     """
     loaded, text = _as_plan(plan)
+    text = text or loaded.text
+    if verified:
+        # Nothing unproven runs: this verifier's certificate for this text, or a verification now.
+        prove(text, f"register_plan({loaded.name!r})")
+    else:
+        warn_unproven(loaded.name)
     entry = native_module().registry_add(
         loaded,
         name=name,

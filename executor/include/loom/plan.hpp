@@ -168,6 +168,8 @@ struct Plan {
   // A hash of the plan's text, set by parse/load: what caches key on and what ranks compare at setup
   // (a changed plan under the same name never matches).
   uint64_t contentHash = 0;
+  // The JSON text it was decoded from (the verifier proves that text: loom.verify.certificate).
+  std::string text;
 
   // Decode and check a plan. Throws PlanError naming the JSON path of the first problem.
   // `origin` names the text in messages (a file path, or "<memory>").

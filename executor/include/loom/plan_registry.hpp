@@ -67,6 +67,7 @@ struct PlanInfo {
   int32_t priority = 0;              // higher wins among equally narrow fits
   PlanSource source = PlanSource::kUser;
   uint32_t threadBlocks = 0;  // the most thread blocks of any of its ranks (what a Placement limits)
+  uint64_t contentHash = 0;   // Plan::contentHash: a bundled plan read back must be the text the installer wrote
 };
 PlanInfo planInfoFrom(const Plan& plan, PlanSource source = PlanSource::kUser);
 

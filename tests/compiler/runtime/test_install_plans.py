@@ -84,7 +84,7 @@ def test_the_stamp_names_the_version_the_layout_and_every_bundled_plan(root):
     install_default_plans()
     lines = (root / "default" / STAMP_NAME).read_text().splitlines()
     assert lines[0] == f"loom {__version__}"
-    assert lines[1] == "layout NAME.json.gz, .index 2"
+    assert lines[1] == "layout NAME.json.gz, .index 3"
     assert lines[2:] == [f"{installed_name(path)} {len(_plan_json(path))}" for path in bundled_plans()]
     assert (root / "default" / STAMP_NAME).read_text() == _native.installed_stamp(str(bundled_plans_dir()))
 
@@ -93,7 +93,7 @@ def test_the_index_lists_every_plan_with_what_the_registry_selects_it_by(root):
     install_default_plans()
     folder = root / "default"
     index = json.loads((folder / INDEX_NAME).read_text())
-    assert index["format"] == 2
+    assert index["format"] == 3
     entries = {entry["file"]: entry for entry in index["plans"]}
     assert sorted(entries) == [installed_name(path) for path in bundled_plans()]
     for source in bundled_plans()[::20]:

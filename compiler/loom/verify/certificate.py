@@ -1,0 +1,98 @@
+"""Nothing unproven runs: a plan's certificate, and the check before a plan is registered or read back.
+
+A certificate says that this version's verifier found nothing wrong with exactly this plan text: its name
+is the sha256 of the verifier's identity (the Loom version and the digest of the verifier's own sources)
+and of the plan's JSON text, kept as an empty file in ``<cache root>/verified/``. A plan with a certificate
+costs a hash to check; one without is verified (and certified when the verifier passes it); one the
+verifier refutes is refused with its first finding. Any change to the plan text or to the verifier makes a
+new name, so a certificate never outlives what it speaks for. A cache folder others can write to is not
+trusted with certificates: ``loom.verify.certificate.prove`` reads the marker only as a regular file.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+from loom.errors import PlanError
+from loom.plan.cache import cache_root
+from loom.verify.report import VerificationError
+
+_VERIFY_DIR = Path(__file__).resolve().parent
+
+
+@functools.cache
+def verifier_identity() -> str:
+    """The Loom version and a digest of the verifier's sources: what a certificate is valid for."""
+    from loom.version import __version__
+
+    digest = hashlib.sha256(__version__.encode())
+    for path in sorted(_VERIFY_DIR.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def certificate_name(text: str) -> str:
+    digest = hashlib.sha256(verifier_identity().encode() + b"\0" + text.encode())
+    return digest.hexdigest()
+
+
+def _marker(text: str) -> Path:
+    return Path(cache_root()) / "verified" / certificate_name(text)
+
+
+def certified(text: str) -> bool:
+    """Whether this verifier has passed exactly ``text`` before (a regular file, never through a link)."""
+    try:
+        return stat.S_ISREG(os.lstat(_marker(text)).st_mode)
+    except OSError:
+        return False
+
+
+def prove(text: str, origin: str) -> None:
+    """Return when ``text`` (a plan's JSON) is proven, from its certificate or by verifying it now (and then
+    certifying it); raise VerificationError naming ``origin`` and the verifier's first finding otherwise."""
+    if certified(text):
+        return
+    from loom.verify import verify
+
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise PlanError(f"{origin}: not plan JSON: {error}") from error
+    findings = verify(document)
+    if findings:
+        # "plan NAME (from ORIGIN) fails verification, ...": the findings, each with its op and DSL line.
+        raise VerificationError(f"'{document.get('name')}' (from {origin})", findings, limit=3)
+    record_proof(text)
+
+
+def record_proof(text: str) -> None:
+    """Certify ``text``, which this verifier has just passed (the compiler's own verification)."""
+    marker = _marker(text)
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        os.close(fd)
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # a cache that cannot be written: proven all the same, verified again next time
+
+
+_WARNED: set[str] = set()
+
+
+def warn_unproven(name: str) -> None:
+    """Once per plan: it runs without proof because the caller asked for that."""
+    if name not in _WARNED:
+        _WARNED.add(name)
+        print(f"loom: warning: plan '{name}' runs unproven (registered with verified=False)", file=sys.stderr)
+
+
+__all__ = ["certificate_name", "certified", "prove", "record_proof", "verifier_identity", "warn_unproven"]
