@@ -86,14 +86,16 @@ def jit_compile(
     spec = _checked_spec(algorithm, spec)
     key = cache_key(algorithm, spec)
     path = (jit_dir() if cache_dir is None else Path(cache_dir)) / f"{key}.json"
+    # Certificates with the plans of a cache folder the caller names, else in <cache root>/verified.
+    store = None if cache_dir is None else Path(cache_dir) / ".verified"
     cached = _read_plan(path)
     if cached is not None:
         text, name = cached
-        if _proven_or_dropped(text, path):
+        if _proven_or_dropped(text, path, store):
             return JitPlan(path, text, name, key, from_cache=True)
     text = _compile(algorithm, spec)
     if spec.get("verify", True):
-        record_proof(text)  # the compile verified it
+        record_proof(text, store)  # the compile verified it
     try:
         write_atomically(path, text)
     except OSError as error:
@@ -153,14 +155,14 @@ def _compile(algorithm: str | os.PathLike[str] | Callable[..., Any], spec: dict[
     return compile_algorithm(algorithm, **spec)
 
 
-def _proven_or_dropped(text: str, path: Path) -> bool:
+def _proven_or_dropped(text: str, path: Path, store: Path | None) -> bool:
     """Whether a cached plan is proven (its certificate, or the verifier now); a refuted one is compiled anew,
     which writes a good one over it, and said once: something put a plan the verifier refutes in the cache."""
     from loom.verify.certificate import prove
     from loom.verify.report import VerificationError
 
     try:
-        prove(text, str(path))
+        prove(text, str(path), store)
     except (VerificationError, PlanError) as error:
         _warn_once(f"loom: warning: compiling anew, the cached plan is refuted: {str(error).splitlines()[0]}")
         return False

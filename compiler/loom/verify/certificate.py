@@ -42,22 +42,23 @@ def certificate_name(text: str) -> str:
     return digest.hexdigest()
 
 
-def _marker(text: str) -> Path:
-    return Path(cache_root()) / "verified" / certificate_name(text)
+def _marker(text: str, store: Path | None) -> Path:
+    return (Path(cache_root()) / "verified" if store is None else store) / certificate_name(text)
 
 
-def certified(text: str) -> bool:
-    """Whether this verifier has passed exactly ``text`` before (a regular file, never through a link)."""
+def certified(text: str, store: Path | None = None) -> bool:
+    """Whether this verifier has passed exactly ``text`` before (a regular file, never through a link).
+    ``store``: the folder of certificates (default ``<cache root>/verified``)."""
     try:
-        return stat.S_ISREG(os.lstat(_marker(text)).st_mode)
+        return stat.S_ISREG(os.lstat(_marker(text, store)).st_mode)
     except OSError:
         return False
 
 
-def prove(text: str, origin: str) -> None:
+def prove(text: str, origin: str, store: Path | None = None) -> None:
     """Return when ``text`` (a plan's JSON) is proven, from its certificate or by verifying it now (and then
     certifying it); raise VerificationError naming ``origin`` and the verifier's first finding otherwise."""
-    if certified(text):
+    if certified(text, store):
         return
     from loom.verify import verify
 
@@ -69,12 +70,12 @@ def prove(text: str, origin: str) -> None:
     if findings:
         # "plan NAME (from ORIGIN) fails verification, ...": the findings, each with its op and DSL line.
         raise VerificationError(f"'{document.get('name')}' (from {origin})", findings, limit=3)
-    record_proof(text)
+    record_proof(text, store)
 
 
-def record_proof(text: str) -> None:
+def record_proof(text: str, store: Path | None = None) -> None:
     """Certify ``text``, which this verifier has just passed (the compiler's own verification)."""
-    marker = _marker(text)
+    marker = _marker(text, store)
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
