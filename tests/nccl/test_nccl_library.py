@@ -183,6 +183,7 @@ def test_two_ranks_run_on_loom_or_forward(tmp_path: Path) -> None:
             if step.endswith("check"):
                 assert result == "ncclSuccess check ok", f"rank {rank} {step}: {result}\n{output}"
     assert "Loom plan 'allreduce_allpairs_packet_2r" in output
+    assert re.search(r"Loom plan 'allreduce_allpairs_packet_2r\w*' \(the bundled table\)", output), output[-3000:]
     assert (
         "AllReduce 64 x float32 prod out of place: forwarded to NCCL: Loom reduces with sum, min, max and (floating "
         "types) avg, not prod" in output
