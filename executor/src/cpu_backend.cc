@@ -18,6 +18,7 @@
 #include "backend.hpp"
 #include "departure_watch.hpp"
 #include "environment.hpp"
+#include "loom/device/chaos.hpp"
 #include "loom/device/scale.hpp"
 #include "loom/shared_host_memory.hpp"
 #include "reduce_dispatch.hpp"
@@ -131,6 +132,7 @@ class CpuBackend final : public Backend {
       threads.emplace_back([&, block] {
         try {
           device::hostThreadBlock = int32_t(block);
+          chaos::pause(chaos::Site::kBlockStart);
           body(block);
         } catch (...) {
           failures[block] = std::current_exception();
@@ -161,7 +163,8 @@ class CpuBackend final : public Backend {
         communicator_.deviceDiagnostics().notePeerFailed(failure->first, failure->second);
       }
       const std::vector<int> departed = bootstrap.departedPeers();
-      marks.look(departed, departed.empty() ? departed : bootstrap.lostPeers());
+      marks.look(departed, departed.empty() ? departed : bootstrap.lostPeers(),
+                 departed.empty() ? departed : bootstrap.abortedPeers());
       lock.lock();
     }
   }

@@ -30,6 +30,7 @@
 #include "loom/proxy_service.hpp"
 #include "loom/rank_list.hpp"
 #include "op_context.hpp"
+#include "packet_writer.hpp"
 #include "plan_cache.hpp"
 #include "plan_resources.hpp"
 #include "shared_proxy.hpp"
@@ -109,6 +110,13 @@ struct Executor::Impl {
   // asyncError() reads it while a call in flight holds `mutex`.
   std::string failure;
   mutable std::mutex failureMutex;
+  // Where the last call's program ran: a packet read's record holds an address in its scratch.
+  struct LastLaunch {
+    const Plan* plan = nullptr;
+    uint64_t scratch = 0;
+    uint64_t scratchBytes = 0;
+    uint64_t messageBytes = 0;
+  } lastLaunch;
   std::atomic<bool> aborted{false};
   std::list<uint64_t> planOrder;
   std::unordered_map<uint64_t, std::pair<CachedPlan, std::list<uint64_t>::iterator>> plans;
@@ -451,6 +459,7 @@ struct Executor::Impl {
       communicator->bootstrap().barrier();
     }
     prepared.program = context.program();
+    lastLaunch = {&plan, uintptr_t(prepared.program.buffers[2]), context.scratchBytes(), shape.messageBytes};
     prepared.program.buffers[0] = const_cast<void*>(buffers.input);
     prepared.program.buffers[1] = buffers.output;
     context.shiftPeers(prepared.program, everyRank);
@@ -504,10 +513,14 @@ struct Executor::Impl {
 
   // After a peer timed out or went away (the ranks no longer agree on where they are) every later call
   // refuses: notes a timeout's or a transport failure's error, naming the peers that are gone too.
-  [[noreturn]] void recordFailure() {
+  // With `plan`, the error first names the plan op the device record says stopped (withOpContext), so that
+  // the peers hear that too.
+  [[noreturn]] void recordFailure(const Plan* plan = nullptr) {
     try {
       throw;
-    } catch (const Error& error) {
+    } catch (const Error& caught) {
+      const Error error = plan != nullptr ? withOpContext(*plan, caught) : caught;
+      const bool named = std::string_view(error.what()) != caught.what();
       // This rank's own wait or entry check stopped the call: its peers wait for it in vain, so they hear
       // it now, naming this rank and why, rather than at their timeouts.
       const bool faultedHere = communicator->deviceDiagnostics().faultedHere();
@@ -519,6 +532,7 @@ struct Executor::Impl {
         const std::string departed = departedPeers();
         if (!departed.empty()) throw Error(error.category(), std::string(error.what()) + departed);
       }
+      if (named) throw error;
       throw;
     }
   }
@@ -549,22 +563,25 @@ struct Executor::Impl {
     try {
       run(plan, shape, buffers, stream, table);
     } catch (...) {
-      try {
-        recordFailure();
-      } catch (const Error& error) {
-        throw withOpContext(plan, error);
-      }
+      recordFailure(&plan);
     }
     ++stats.launches;
   }
 
   // `error`, naming the plan op that this rank's device record says stopped (its DSL line, the peers it
-  // waits on), where the error is that record's report.
+  // waits on), where the error is that record's report; for a packet read, the peer whose packet it was.
   Error withOpContext(const Plan& plan, const Error& error) const {
     const std::optional<device::DiagnosticRecord> record = communicator->deviceDiagnostics().recorded();
     if (!record || record->rank != communicator->rank()) return error;
-    const std::string context = opContext(plan, uint32_t(record->rank), record->block, record->op);
+    std::string context = opContext(plan, uint32_t(record->rank), record->block, record->op);
     if (context.empty() || std::string_view(error.what()).find(context) != std::string_view::npos) return error;
+    const int32_t waited = device::endsCleanly(record->kind) ? record->waited : record->kind;
+    if (waited == int32_t(device::WaitKind::kPacket) && lastLaunch.plan == &plan && record->address != 0) {
+      const uint64_t offset = record->address - lastLaunch.scratch;
+      if (record->address >= lastLaunch.scratch && offset < lastLaunch.scratchBytes) {
+        context += packetWriterText(plan, packetWriter(plan, uint32_t(record->rank), lastLaunch.messageBytes, offset));
+      }
+    }
     return Error(error.category(), std::string(error.what()) + context);
   }
 
@@ -580,18 +597,23 @@ struct Executor::Impl {
   // Which peers are gone, and how: a rank whose bootstrap said goodbye left on purpose (it destroyed or
   // aborted its communicator, or its process ended normally); one without a goodbye exited or was killed.
   std::string departedPeers() {
-    std::vector<int> departed, lost;
+    std::vector<int> departed, lost, aborted;
     try {
       departed = communicator->bootstrap().departedPeers();
       lost = communicator->bootstrap().lostPeers();
+      aborted = communicator->bootstrap().abortedPeers();
     } catch (const std::exception&) {
       return "";
     }
+    const auto among = [](const std::vector<int>& ranks, int rank) {
+      return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+    };
     std::vector<int> left;
     for (int rank : departed) {
-      if (std::find(lost.begin(), lost.end(), rank) == lost.end()) left.push_back(rank);
+      if (!among(lost, rank) && !among(aborted, rank)) left.push_back(rank);
     }
     std::string text;
+    if (!aborted.empty()) text += "; " + rankList(aborted) + " announced an abort of the communicator";
     if (!left.empty()) {
       text += "; " + rankList(left) +
               " closed the bootstrap connection to this rank after a goodbye (it left on purpose: it destroyed or "
@@ -1143,6 +1165,13 @@ std::optional<Error> Executor::asyncError() const {
                                                   "; the communicator must be aborted and created anew");
     }
     departed = impl_->communicator->bootstrap().lostPeersIfIdle();
+    const std::optional<std::vector<int>> aborted = impl_->communicator->bootstrap().abortedPeersIfIdle();
+    if (aborted && !aborted->empty()) {
+      return Error(ErrorCategory::kTransport, "rank " + std::to_string(impl_->communicator->rank()) + ": " +
+                                                  rankList(*aborted) +
+                                                  " announced an abort of the communicator; the communicator must "
+                                                  "be aborted and created anew");
+    }
   } catch (const std::exception&) {
     return std::nullopt;
   }

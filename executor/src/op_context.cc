@@ -51,18 +51,30 @@ bool readsPacketsLocally(const Op& op) {
 
 }  // namespace
 
-std::string opContext(const Plan& plan, uint32_t rank, int32_t block, int32_t op) {
-  if (rank >= plan.gpus.size() || block < 0 || op < 0) return "";
-  const GpuProgram& gpu = plan.gpu(rank);
+const Op* locatePlanOp(const Plan& plan, uint32_t rank, int32_t block, int32_t op, uint32_t* threadBlockId) {
+  if (rank >= plan.gpus.size() || block < 0 || op < 0) return nullptr;
   std::vector<const ThreadBlock*> blocks;
-  for (const ThreadBlock& tb : gpu.threadblocks) blocks.push_back(&tb);
+  for (const ThreadBlock& tb : plan.gpu(rank).threadblocks) blocks.push_back(&tb);
   std::sort(blocks.begin(), blocks.end(), [](auto* a, auto* b) { return a->id < b->id; });
-  if (size_t(block) >= blocks.size() || size_t(op) >= blocks[size_t(block)]->ops.size()) return "";
-  const ThreadBlock& tb = *blocks[size_t(block)];
-  const Op& found = tb.ops[size_t(op)];
-  std::string text = "; that is thread block " + std::to_string(tb.id) + "'s op " + std::to_string(op) + ", " +
-                     std::string(opTypeName(found.type));
-  if (found.location) text += " at " + found.location->file + ":" + std::to_string(found.location->line);
+  if (size_t(block) >= blocks.size() || size_t(op) >= blocks[size_t(block)]->ops.size()) return nullptr;
+  if (threadBlockId != nullptr) *threadBlockId = blocks[size_t(block)]->id;
+  return &blocks[size_t(block)]->ops[size_t(op)];
+}
+
+std::string planOpName(const Op& op, uint32_t threadBlockId, int32_t index) {
+  std::string text = "thread block " + std::to_string(threadBlockId) + "'s op " + std::to_string(index) + ", " +
+                     std::string(opTypeName(op.type));
+  if (op.location) text += " at " + op.location->file + ":" + std::to_string(op.location->line);
+  return text;
+}
+
+std::string opContext(const Plan& plan, uint32_t rank, int32_t block, int32_t op) {
+  uint32_t threadBlockId = 0;
+  const Op* located = locatePlanOp(plan, rank, block, op, &threadBlockId);
+  if (located == nullptr) return "";
+  const GpuProgram& gpu = plan.gpu(rank);
+  const Op& found = *located;
+  std::string text = "; that is " + planOpName(found, threadBlockId, op);
   std::set<int> peers;
   addPeers(gpu, found, peers);
   if (peers.empty() && readsPacketsLocally(found)) {

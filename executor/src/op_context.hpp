@@ -16,4 +16,10 @@ namespace loom {
 // rank's program.
 std::string opContext(const Plan& plan, uint32_t rank, int32_t block, int32_t op);
 
+// The plan op behind a launch's (block, op) of `rank`, with its thread block's id; nullptr when not there.
+const Op* locatePlanOp(const Plan& plan, uint32_t rank, int32_t block, int32_t op, uint32_t* threadBlockId = nullptr);
+
+// "thread block 3's op 2, put_packet at allreduce.py:41" for a located op.
+std::string planOpName(const Op& op, uint32_t threadBlockId, int32_t index);
+
 }  // namespace loom

@@ -99,6 +99,29 @@ struct Bootstrap::Impl {
   // The peers hear that this rank leaves on purpose, so that its closed connections are no failure to them
   // (Bootstrap::lostPeersIfIdle); best effort, briefly.
   ~Impl() { sayGoodbye(); }
+  // One message to every peer (connecting where there is no connection yet), waiting up to `waitMs` for the
+  // lock (another thread of this rank may hold the bootstrap briefly) and for the words to go out.
+  void tellEveryPeer(wire::Kind kind, uint32_t aux, std::span<const uint8_t> payload, int64_t waitMs) {
+    const Deadline deadline(waitMs);
+    std::unique_lock lock(mutex, std::defer_lock);
+    while (!lock.try_lock()) {
+      if (deadline.expired()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (messenger == nullptr || worldSize <= 1) return;
+    for (int peer = 0; peer < worldSize; ++peer) {
+      if (peer == rank) continue;
+      try {
+        messenger->post(peer, kind, uint64_t(rank), aux, payload, deadline);
+      } catch (const Error&) {
+        // That rank is gone or unreachable: it does not wait for this one.
+      }
+    }
+    try {
+      messenger->progress(deadline, [&] { return messenger->allFlushed(); });
+    } catch (const Error&) {
+    }
+  }
   void sayGoodbye() {
     if (!messenger || saidGoodbye) return;
     saidGoodbye = true;
@@ -221,30 +244,24 @@ void Bootstrap::sayGoodbye() {
 }
 
 void Bootstrap::announceFailure(const Error& error, int64_t waitMs) {
-  const Deadline deadline(waitMs);
-  std::unique_lock lock(impl_->mutex, std::defer_lock);
-  // Another thread of this rank may hold the bootstrap (a watcher looks briefly): wait for it, not past the
-  // deadline.
-  while (!lock.try_lock()) {
-    if (deadline.expired()) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  Messenger* messenger = impl_->messenger.get();
-  if (messenger == nullptr || impl_->worldSize <= 1) return;
   const std::string why = error.what();
   std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(why.data()), why.size());
-  for (int peer = 0; peer < impl_->worldSize; ++peer) {
-    if (peer == impl_->rank) continue;
-    try {
-      messenger->post(peer, wire::Kind::kAbort, uint64_t(impl_->rank), uint32_t(error.category()), payload, deadline);
-    } catch (const Error&) {
-      // That rank is gone or unreachable: it does not wait for this one.
-    }
-  }
-  try {
-    messenger->progress(deadline, [&] { return messenger->allFlushed(); });
-  } catch (const Error&) {
-  }
+  impl_->tellEveryPeer(wire::Kind::kAbort, uint32_t(error.category()), payload, waitMs);
+}
+
+void Bootstrap::announceAbort(int64_t waitMs) { impl_->tellEveryPeer(wire::Kind::kAborted, 0, {}, waitMs); }
+
+std::vector<int> Bootstrap::abortedPeers() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->messenger) return {};
+  return impl_->messenger->abortedPeers();
+}
+
+std::optional<std::vector<int>> Bootstrap::abortedPeersIfIdle() {
+  std::unique_lock lock(impl_->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
+  if (!impl_->messenger) return std::vector<int>{};
+  return impl_->messenger->abortedPeers();
 }
 
 std::optional<std::pair<int, std::string>> Bootstrap::announcedFailureIfIdle() {

@@ -13,6 +13,7 @@
 #include "fd_passing.hpp"
 #include "gpu.hpp"
 #include "host_identity.hpp"
+#include "loom/device/chaos.hpp"
 #include "loom/error.hpp"
 #include "memory_table.hpp"
 #include "registered_memory.hpp"
@@ -20,6 +21,10 @@
 #include "shared_host_segment.hpp"
 
 namespace loom {
+
+// How long an abort waits for its announcement to go out (Bootstrap::announceAbort): bounded, so that abort()
+// stays well within the caller's wait.
+constexpr int64_t kAnnounceAbortWaitMs = 200;
 
 Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConfig, int cudaDevice)
     : impl_(std::make_unique<Impl>()) {
@@ -34,6 +39,7 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConf
   impl.cudaDevice = cudaDevice == kCurrentDevice ? gpu::currentDevice() : cudaDevice;
 
   impl.cudaBusId = impl.cudaDevice >= 0 ? gpu::pciBusId(impl.cudaDevice) : std::string();
+  chaos::enabled();  // a malformed LOOM_CPU_CHAOS fails here, not on a block's thread
 
   // Every rank's host, process and GPU; rank 0's random job key names the job's Unix sockets.
   std::random_device random;
@@ -122,6 +128,8 @@ DeviceDiagnostics& Communicator::deviceDiagnostics() const { return impl_->devic
 void Communicator::abort() {
   impl_->bootstrap->abort();
   impl_->deviceDiagnostics().requestAbort();
+  // After the flag: a bootstrap step in flight ends on it and lets the announcement have the bootstrap.
+  impl_->bootstrap->announceAbort(kAnnounceAbortWaitMs);
 }
 
 RegisteredMemory Communicator::registerMemory(void* data, uint64_t bytes, TransportFlags transports) {

@@ -28,9 +28,10 @@ class DepartureMarks {
   static constexpr auto kGrace = std::chrono::milliseconds(200);
 
   explicit DepartureMarks(DeviceDiagnostics& diagnostics) : diagnostics_(diagnostics) {}
-  // One look: `departed` are the peers gone now, `lost` those of them that went without a goodbye; those
-  // gone for kGrace are marked (DeviceDiagnostics::notePeerGone, or notePeerLeft after a goodbye).
-  void look(const std::vector<int>& departed, const std::vector<int>& lost);
+  // One look: `departed` are the peers gone now, `lost` those of them that went without a goodbye, `aborted`
+  // those that announced an abort; those gone for kGrace are marked (DeviceDiagnostics::notePeerGone,
+  // notePeerLeft after a goodbye, notePeerAborted after an announced abort, at once: it is no guess).
+  void look(const std::vector<int>& departed, const std::vector<int>& lost, const std::vector<int>& aborted = {});
 
  private:
   DeviceDiagnostics& diagnostics_;

@@ -131,7 +131,9 @@ std::string describe(const device::DiagnosticRecord& r, int64_t timeoutMs, const
       text += waitName(waited);
       if (r.channel >= 0) text += " on channel " + std::to_string(r.channel);
       text += " ended: rank " + std::to_string(r.peer);
-      if (peerLeft) {
+      if (news.peerAborted) {
+        text += " aborted its communicator (it announced the abort; its calls take part in nothing more)";
+      } else if (peerLeft) {
         text += " left on purpose (its bootstrap said goodbye: it aborted or destroyed its communicator, or its "
                 "process ended)";
       } else {
@@ -169,6 +171,7 @@ std::optional<std::string> DeviceDiagnostics::report() const {
     if (kind == device::WaitKind::kPeerGone) {
       if (auto found = causes_.find(record->peer); found != causes_.end()) news.peerGoneCause = found->second;
       news.peerLeft = left_.contains(record->peer);
+      news.peerAborted = aborted_.contains(record->peer);
     }
     if (kind == device::WaitKind::kAborted) news.peerFailure = peerFailure_;
     if (kind == device::WaitKind::kFifoSync || kind == device::WaitKind::kFifoFull) {
@@ -244,6 +247,14 @@ std::optional<std::string> DeviceDiagnostics::peerFailure() const {
 bool DeviceDiagnostics::faultedHere() const {
   const device::DiagnosticRecord* record = storage_->host();
   return device::loadAcquire(const_cast<int32_t*>(&record->state)) >= 2 && !device::endsCleanly(record->kind);
+}
+
+void DeviceDiagnostics::notePeerAborted(int rank) {
+  {
+    std::lock_guard lock(causesMutex_);
+    if (!causes_.contains(rank)) aborted_.insert(rank);
+  }
+  notePeerGone(rank);
 }
 
 void DeviceDiagnostics::notePeerLeft(int rank) {

@@ -154,6 +154,25 @@ HostBoard::HostBoard(Communicator& communicator, uint32_t recordBytes, uint64_t 
 
 HostBoard::~HostBoard() = default;
 
+namespace {
+
+// Why the `departed` peers are gone: those that announced an abort apart from those whose connection closed.
+std::string departureText(const std::vector<int>& departed, const std::vector<int>& aborted) {
+  std::vector<int> closed;
+  for (int peer : departed) {
+    if (std::find(aborted.begin(), aborted.end(), peer) == aborted.end()) closed.push_back(peer);
+  }
+  std::string text;
+  if (!aborted.empty()) text = rankList(aborted) + " aborted its communicator (it announced the abort)";
+  if (!closed.empty()) {
+    text += (text.empty() ? "" : "; ") + std::string("the bootstrap connection of ") + rankList(closed) +
+            " was closed (their process is gone)";
+  }
+  return text;
+}
+
+}  // namespace
+
 std::vector<std::vector<uint8_t>> HostBoard::allGather(std::span<const uint8_t> mine) {
   Impl& impl = *impl_;
   if (impl.broken) throw Error(ErrorCategory::kInvalidArgument, impl.where() + " is unusable after an earlier failure");
@@ -174,8 +193,7 @@ std::vector<std::vector<uint8_t>> HostBoard::allGather(std::span<const uint8_t> 
   if (!missing.empty()) {
     impl.broken = true;
     const std::vector<int> departed = impl.communicator.bootstrap().departedPeers();
-    const std::string closed =
-        "the bootstrap connection of " + rankList(departed) + " was closed (their process is gone)";
+    const std::string closed = departureText(departed, impl.communicator.bootstrap().abortedPeers());
     if (anyOf(missing, departed)) {
       throw Error(ErrorCategory::kTransport, impl.where() + ": " + rankList(missing) + " did not post exchange " +
                                                  std::to_string(exchange) + ": " + closed);

@@ -286,6 +286,9 @@ void Messenger::dispatch(Inbound& connection, const wire::Header& header, std::v
     case wire::Kind::kGoodbye:
       peers_[connection.rank].saidGoodbye = true;
       return;
+    case wire::Kind::kAborted:
+      peers_[connection.rank].aborted = true;
+      return;
     case wire::Kind::kAbort: {
       ErrorCategory category = header.aux <= static_cast<uint32_t>(ErrorCategory::kSystem)
                                    ? static_cast<ErrorCategory>(header.aux)
@@ -429,6 +432,10 @@ void Messenger::readOutbound(int peer) {
         peers_[peer].saidGoodbye = true;
         continue;
       }
+      if (header.kind == wire::Kind::kAborted) {
+        peers_[peer].aborted = true;
+        continue;
+      }
       if (header.kind == wire::Kind::kStatus) {
         statuses_[header.tag] = std::string(payload.begin(), payload.end());
         continue;
@@ -446,15 +453,24 @@ std::vector<int> Messenger::departedPeers() {
   pollOnce(0);
   std::vector<int> departed;
   for (int peer = 0; peer < worldSize_; ++peer) {
-    if (peer != rank_ && (peers_[peer].in == InState::kClosed || peers_[peer].out.closed)) departed.push_back(peer);
+    const Peer& state = peers_[peer];
+    if (peer != rank_ && (state.in == InState::kClosed || state.out.closed || state.aborted)) departed.push_back(peer);
   }
   return departed;
+}
+
+std::vector<int> Messenger::abortedPeers() const {
+  std::vector<int> aborted;
+  for (int peer = 0; peer < worldSize_; ++peer) {
+    if (peer != rank_ && peers_[peer].aborted) aborted.push_back(peer);
+  }
+  return aborted;
 }
 
 std::vector<int> Messenger::lostPeers() {
   std::vector<int> lost;
   for (int peer : departedPeers()) {
-    if (!peers_[peer].saidGoodbye) lost.push_back(peer);
+    if (!peers_[peer].saidGoodbye && !peers_[peer].aborted) lost.push_back(peer);
   }
   return lost;
 }

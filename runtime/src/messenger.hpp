@@ -81,8 +81,10 @@ class Messenger {
   std::vector<uint64_t> waitingTags(wire::Kind kind, int peer) const;  // for diagnostics
 
   // The peers whose connection (either way) was closed by their side, after one look at the sockets
-  // without waiting: a process that exited or was killed closes them all.
+  // without waiting: a process that exited or was killed closes them all; and those that aborted.
   std::vector<int> departedPeers();
+  // Of those, the ones that announced an abort of their communicator (announceAbort).
+  std::vector<int> abortedPeers() const;
   // Takes what has arrived, without waiting (an announced failure, a goodbye).
   void lookOnce() { pollOnce(0); }
   // Of those, the ones that did not say goodbye first (sayGoodbye): a process that was killed or crashed.
@@ -125,6 +127,7 @@ class Messenger {
     std::string inFailure;
     Outbound out;
     bool saidGoodbye = false;  // it is leaving on purpose (kGoodbye)
+    bool aborted = false;      // it aborted its communicator (kAborted): departed, though still connected
   };
   struct MailKey {
     wire::Kind kind;

@@ -8,6 +8,7 @@
 
 #include "gpu.hpp"
 #include "log.hpp"
+#include "loom/device/chaos.hpp"
 #include "loom/error.hpp"
 #include "loom/proxy_activity.hpp"
 #include "numa.hpp"
@@ -174,11 +175,15 @@ void ProxyService::Impl::carryOut(const device::ProxyTrigger& trigger) {
   Connection& connection = semaphore->connection();
   const uint64_t position = fifo.tail();
   const int peer = connection.remoteRank();
+  // LOOM_CPU_CHAOS: the proxy of a CPU-backend rank comes late to what it reads and signals.
+  const bool chaotic = device < 0 && chaos::enabled();
   if (trigger.flags() & device::kTriggerData) {
+    if (chaotic) chaos::pauseAt(chaos::Site::kProxyRead);
     activity->enter(ProxyActivity::Step::kWrite, position, peer);
     connection.write(*dst, trigger.dstOffset, *src, trigger.srcOffset, trigger.bytes);
   }
   if (trigger.flags() & device::kTriggerSignal) {
+    if (chaotic) chaos::pauseAt(chaos::Site::kProxySignal);
     activity->enter(ProxyActivity::Step::kSignal, position, peer);
     semaphore->signal();
   }

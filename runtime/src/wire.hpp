@@ -52,8 +52,11 @@ enum class Kind : uint16_t {
   // A rank closes this bootstrap on purpose (its communicator is destroyed or aborted): its departure that
   // follows is no failure. Sent either way on every open connection.
   kGoodbye,
+  // A rank aborted its communicator: its bootstrap takes part in nothing more (Bootstrap::abort is for
+  // good), so the peers end their waits on it now and say it aborted. The connection stays open.
+  kAborted,
 };
-constexpr uint16_t kLastKind = static_cast<uint16_t>(Kind::kGoodbye);
+constexpr uint16_t kLastKind = static_cast<uint16_t>(Kind::kAborted);
 
 struct Header {
   Kind kind = Kind::kHello;

@@ -14,6 +14,7 @@ import gc
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -154,6 +155,27 @@ def silent() -> None:
         bootstrap.close()
 
 
+def stopped(victim: int) -> None:
+    """Rank ``victim`` stops itself (SIGSTOP: alive, silent, its bootstrap connections open) before a small
+    all-reduce (an LL packet plan) that the others make; they report their errors, and the test then kills it."""
+    comm = loom.Communicator(host_only=True)
+    data = np.ones(1024, np.float32)
+    comm.all_reduce(data)
+    comm.bootstrap.barrier()
+    if comm.rank == victim:
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return
+    time.sleep(0.2)  # the victim is stopped by now
+    started = time.monotonic()
+    try:
+        comm.all_reduce(data)
+        error = ""
+    except loom.LoomError as failure:
+        error = f"{type(failure).__name__}: {failure}"
+    report(rank=comm.rank, seconds=time.monotonic() - started, error=error)
+    comm.abort(wait_s=1.0)
+
+
 def resources() -> dict[str, int]:
     """Open descriptors, shared-memory segments (memfd files open or mapped), threads and resident KiB."""
     fds = os.listdir("/proc/self/fd")
@@ -262,6 +284,33 @@ def abort() -> None:
         refused=refused,
         dead_peer_abort_s=dead_peer_abort_s,
     )
+
+
+def announced_abort(aborter: int, where: str) -> None:
+    """All-reduce in a loop; ``aborter`` stops calling and aborts its communicator while the others are
+    inside a call (it stays alive afterwards, so its process and connections are not what goes). ``where`` as
+    in kill(): "packets" (LL calls) or "exchange" (large calls that meet on the host board). The others
+    report their error, when it came and what comm.error() said."""
+    comm = loom.Communicator(host_only=True)
+    data = np.ones(1024 if where == "packets" else 2 << 20, np.float32)
+    comm.all_reduce(data)
+    comm.bootstrap.barrier()
+    if comm.rank == aborter:
+        time.sleep(0.3)  # the others are waiting for this rank inside a call
+        aborted_at = time.time()
+        comm.abort(wait_s=1.0)
+        report(rank=comm.rank, aborted_at=aborted_at)
+        time.sleep(3.0)  # alive while the others fail
+        return
+    watch = ErrorWatch(comm.error)
+    try:
+        while True:
+            comm.all_reduce(data)
+    except loom.LoomError as error:
+        failed_at = time.time()
+        watch.stop()
+        report(rank=comm.rank, failed_at=failed_at, message=str(error), watched=watch.message)
+    comm.abort(wait_s=1.0)
 
 
 def disagree(kind: str) -> None:
@@ -518,12 +567,16 @@ def main() -> None:
         kill(int(args[0]), args[1] if len(args) > 1 else "packets")
     elif mode == "abort":
         abort()
+    elif mode == "announced_abort":
+        announced_abort(int(args[0]), args[1])
     elif mode == "disagree":
         disagree(args[0])
     elif mode == "cycles":
         cycles(int(args[0]))
     elif mode == "silent":
         silent()
+    elif mode == "stopped":
+        stopped(int(args[0]))
     elif mode == "recover":
         recover(int(args[0]))
     elif mode == "victim":

@@ -78,6 +78,47 @@ def test_a_peer_alive_but_silent_ends_the_call_at_the_device_timeout():
         assert TIMEOUT_MS / 1000 <= record["seconds"] <= TIMEOUT_MS / 1000 + 1.0, record
 
 
+@pytest.mark.timeout(60)
+def test_a_stopped_rank_on_a_packet_plan_is_named_as_the_writer_of_the_packet_that_did_not_come():
+    # Four ranks, rank 2 stopped (SIGSTOP: its process and connections alive) before an LL all-reduce. A
+    # packet read knows only an address in its scratch; the error names the peer whose put writes there.
+    victim = 2
+    processes = start_ranks(4, "stopped", str(victim), env=FAST)
+    others = [process for rank, process in enumerate(processes) if rank != victim]
+    try:
+        codes, text = finish(others, limit_s=30)
+    finally:
+        processes[victim].kill()
+        processes[victim].communicate()
+    assert codes == [0, 0, 0], text[-4000:]
+    for rank, (record,) in sorted(results(text).items()):
+        # Its own read timed out, or a peer's did first and announced its failure (whose text it passes on).
+        assert record["error"].startswith(("LoomTimeoutError", "TransportError")), record
+        assert f"the packet it waited for is rank {victim}'s to write" in record["error"], record
+        assert f"rank {victim} did not write it in time" in record["error"], record
+        assert record["seconds"] <= TIMEOUT_MS / 1000 + 1.0, record
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["packets", "exchange"])
+def test_a_rank_that_aborts_is_named_as_having_aborted_not_as_gone(where):
+    # Rank 2 of 3 aborts its communicator while the others wait for it inside a call. Its abort is announced
+    # to the peers, so they fail within a second naming the abort, not a process that exited or was killed.
+    aborter = 2
+    codes, text = finish(start_ranks(3, "announced_abort", str(aborter), where, env=FAST), limit_s=40)
+    assert codes == [0, 0, 0], text[-4000:]
+    found = results(text)
+    (abort,) = found[aborter]
+    for rank in (0, 1):
+        (record,) = found[rank]
+        assert f"rank {aborter} aborted its communicator" in record["message"] or (
+            f"{aborter} announced an abort" in record["message"]
+        ), record
+        assert "exited or killed" not in record["message"], record
+        assert record["failed_at"] - abort["aborted_at"] < 1.0, (record, abort)
+        assert record["watched"] and "abort" in record["watched"], record
+
+
 @pytest.mark.timeout(400)
 def test_survivors_of_a_killed_rank_recover_in_the_same_process_without_leaking(tmp_path):
     cycles = int(os.environ.get("LOOM_RECOVERY_CYCLES", "100"))

@@ -4,11 +4,14 @@
   1 s, the kernel returns rather than traps, the CUDA context stays usable, a new communicator is correct;
 - a rank killed with SIGKILL while the others' kernels wait on it (one process per GPU): each survivor
   knows within 1 s, through its next call and through comm.error(); abort takes under 1 s; the survivors
-  build a communicator among themselves and get a correct all-reduce.
+  build a communicator among themselves and get a correct all-reduce;
+- a rank that never makes an LL call (ranks sharing GPU 0): the error names it as the writer of the packet
+  that did not come.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -60,3 +63,16 @@ def test_a_killed_rank_is_known_within_a_second_and_the_survivor_recovers(tmp_pa
     (record,) = results(text)[0]
     print(f"survivor: call failed {record['detect_s']:.3f} s and comm.error() {record['watch_s']:.3f} s after the kill")
     assert record["recovered_world"] == 1 and record["recovered_correct"], record
+
+
+@pytest.mark.timeout(200)
+def test_a_stalled_rank_on_a_packet_plan_is_named_on_a_gpu():
+    _need(1)
+    environment = {**ENVIRONMENT, "LOOM_DEVICE_TIMEOUT_MS": "3000"}
+    output = _run([CHECK, "stalled", "--share-gpu", "4"], timeout=150, **environment)
+    errors = {rank: found[0]["error"] for rank, found in results(output).items() if rank != 2}
+    assert len(errors) == 3 and all(errors.values()), output[-4000:]
+    # The first rank whose own read timed out traps the shared context; its record names the writer.
+    named = [text for text in errors.values() if "the packet it waited for is rank 2's to write" in text]
+    assert named, errors
+    assert not any(re.search(r"is rank [013]'s to write", text) for text in errors.values()), errors

@@ -88,6 +88,12 @@ class Bootstrap {
   // looks for it), and its next collective step of this bootstrap fails with it. Best effort, within
   // `waitMs`; a peer that is gone is passed over.
   void announceFailure(const Error& error, int64_t waitMs);
+  // Tells every peer that this rank aborted its communicator (after abort(): this bootstrap takes part in
+  // nothing more), waiting up to `waitMs`; their waits on it end, saying it aborted. Best effort.
+  void announceAbort(int64_t waitMs);
+  // The peers that announced an abort (they count among departedPeers, not among lostPeers).
+  std::vector<int> abortedPeers();
+  std::optional<std::vector<int>> abortedPeersIfIdle();  // nullopt while a call holds the bootstrap
   // The first failure a peer announced (its rank, and why), when no other call holds the bootstrap;
   // nullopt when none was announced or a call holds it.
   std::optional<std::pair<int, std::string>> announcedFailureIfIdle();

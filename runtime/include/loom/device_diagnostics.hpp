@@ -60,6 +60,8 @@ class DeviceDiagnostics {
   // notePeerGone for a peer whose bootstrap said goodbye: it left on purpose (it aborted or destroyed its
   // communicator, or its process ended normally), and the report says so rather than that it died.
   void notePeerLeft(int rank);
+  // notePeerGone for a peer that announced it aborted its communicator (Bootstrap::announceAbort).
+  void notePeerAborted(int rank);
   // A peer announced that its call failed (Bootstrap::announceFailure): every wait ends (as requestAbort),
   // and an aborted wait's report names the peer and why. The first announcement stays.
   void notePeerFailed(int rank, const std::string& why);
@@ -84,6 +86,7 @@ class DeviceDiagnostics {
   mutable std::mutex causesMutex_;
   std::map<int, std::string> causes_;  // rank -> why it was noted gone, where it was not its process
   std::set<int> left_;                 // ranks noted gone that said goodbye first (guarded by causesMutex_)
+  std::set<int> aborted_;              // ranks noted gone that announced an abort (same guard)
   std::string peerFailure_;            // "rank R's call failed: why", from notePeerFailed (same guard)
   std::vector<std::weak_ptr<const ProxyActivity>> proxies_;  // guarded by causesMutex_
 };
@@ -92,10 +95,12 @@ class DeviceDiagnostics {
 // where it was not the close of its bootstrap connection.
 // What the host knows of the peers a record's wait ended on: `peerGoneCause`, how it learnt that a
 // kPeerGone record's peer is gone where it was not the close of its bootstrap connection; `peerLeft`, that
-// peer said goodbye before it went; `peerFailure`, a peer announced its call failed (ends kAborted waits).
+// peer said goodbye before it went; `peerAborted`, it announced an abort of its communicator; `peerFailure`,
+// a peer announced its call failed (ends kAborted waits).
 struct PeerNews {
   std::string peerGoneCause;
   bool peerLeft = false;
+  bool peerAborted = false;
   std::string peerFailure;
 };
 std::string describe(const device::DiagnosticRecord& record, int64_t timeoutMs, const PeerNews& news = {});

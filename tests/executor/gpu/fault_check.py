@@ -2,6 +2,7 @@
 
     python tests/executor/gpu/fault_check.py abort [--share-gpu N]   # under loom.launch, or N threads on GPU 0
     python tests/executor/gpu/fault_check.py kill                    # plain processes, one per GPU
+    python tests/executor/gpu/fault_check.py stalled --share-gpu 4   # N threads on GPU 0
 
 abort: rank 0 launches an all-reduce that the other ranks never join, so its kernel spins; abort() from
 the host must end it within 1 s, and the kernel must return rather than trap: the CUDA context stays
@@ -11,6 +12,10 @@ kill: the last rank SIGKILLs itself while the others' kernels wait on it. Each s
 watchdog thread's comm.error(), as torch's watchdog asks NCCL) must fail within 1 s, naming the dead rank;
 abort() takes under 1 s; the context stays usable; the survivors build a communicator among themselves
 (one rank on two GPUs) and check an all-reduce against float64.
+
+stalled: the third rank never makes a small all-reduce (an LL packet plan) that the others make; their packet
+reads time out (the kernel traps, so the context is gone after), and the error of a rank whose own read timed
+out names the stalled rank as the one whose packet did not come (the record holds the packet's address).
 
 Each rank prints ``RESULT {...}``; a failed check prints FAIL.
 """
@@ -212,16 +217,39 @@ def kill_case(base: object) -> int:
     return failures
 
 
+def stalled_case(base: object) -> int:
+    rank, victim = base.rank, 2
+    comm = loom.Communicator(base)
+    data = torch.ones(1024, device="cuda")
+    comm.all_reduce(data)
+    ranks.synchronize()
+    base.barrier()
+    error = ""
+    if rank != victim:
+        try:
+            comm.all_reduce(data)
+            ranks.synchronize()
+        except (loom.LoomError, RuntimeError) as failure:
+            error = f"{type(failure).__name__}: {failure}"
+    report(rank=rank, error=error)
+    base.barrier()
+    if rank == 0:
+        # Every rank has reported; the trapped context would make teardown at exit fail.
+        sys.stdout.flush()
+        os._exit(0)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("case", choices=["abort", "kill"])
+    parser.add_argument("case", choices=["abort", "kill", "stalled"])
     ranks.add_arguments(parser)
     args = parser.parse_args()
     if args.case == "kill":
         base = _native.Bootstrap.from_environment()
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
         return 1 if kill_case(base) else 0
-    return ranks.run(args, abort_case)
+    return ranks.run(args, stalled_case if args.case == "stalled" else abort_case)
 
 
 if __name__ == "__main__":

@@ -164,6 +164,7 @@ LOOM_HOST_DEVICE void fastWholeUnits(const BlockState& s, const FastOp& f, uint6
         if (i >= f.plainSources && i < sources && !ready[j]) pending |= 1u << j;
       }
       if (pending != 0) {
+        const void* missing = nullptr;  // a packet still not there: the record names it
         spinUntil(
             s.program.wait, WaitKind::kPacket, f.planOp, s.flag,
             [&]() -> uint64_t {
@@ -179,11 +180,12 @@ LOOM_HOST_DEVICE void fastWholeUnits(const BlockState& s, const FastOp& f, uint6
                   pending &= ~(1u << j);
                 } else {
                   seen = low != flags ? low : high;
+                  missing = packets;
                 }
               }
               return pending == 0 ? flags : seen;
             },
-            [&](uint64_t) { return pending == 0; });
+            [&](uint64_t) { return pending == 0; }, &missing);
       }
       LOOM_UNROLL
       for (uint32_t j = 0; j < kPolledTogether; ++j) {

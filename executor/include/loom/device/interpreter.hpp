@@ -12,6 +12,7 @@
 
 #include "loom/device/atomics.hpp"
 #include "loom/device/block_state.hpp"
+#include "loom/device/chaos.hpp"
 #include "loom/device/diagnostics.hpp"
 #include "loom/device/entry_copy.hpp"
 #include "loom/device/entry_packets.hpp"
@@ -122,6 +123,7 @@ LOOM_HOST_DEVICE void runSemAcquire(const BlockState& s, const Op& op) {
 // is a generic kTransfer; the specialised codes never reach this kernel.
 template <typename Reduce, uint32_t kUnitsPerStep = 1>
 LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
+  chaos::pauseBeforeOp();
   if (op.flags & kOpSyncBefore) syncBlock();
   switch (op.code) {
     case OpCode::kTransfer:
@@ -169,6 +171,7 @@ LOOM_HOST_DEVICE void runOp(const BlockState& s, const Op& op) {
 // An op of an inline program (inline_program.hpp): a specialised data op or a block sync.
 template <typename Reduce>
 LOOM_HOST_DEVICE void runInlineOp(const BlockState& s, const InlineOp& op, const InlineOperand* operands) {
+  chaos::pauseBeforeOp();
   if (op.flags & kOpSyncBefore) syncBlock();
   if (op.code != OpCode::kNop)
     runFastData<Reduce>(s, op.code, (op.flags & kOpReduces) != 0, inlineFastOp(s, op, operands));

@@ -71,6 +71,9 @@ struct DiagnosticRecord {
   // Set by the host: ranks (bit r % 64 of word r / 64) whose process is gone; a wait on such a peer ends
   // (recording kPeerGone) rather than at its timeout.
   uint64_t departed[kMaxDepartedRanks / 64];
+  // A packet read: the address of the packet that did not come (0: unknown), so that the host can name the
+  // peer whose put writes it (executor/src/packet_writer.hpp).
+  uint64_t address;
 };
 
 // The departed rank a wait on `peer` gives up on: `peer` once it is marked gone; for a wait that names no
@@ -121,7 +124,8 @@ LOOM_HOST_DEVICE uint64_t nowNs() {
 // other wait of the communicator end too (the kernels finish without an error; the host finds the record);
 // an exception on a host thread (the CPU backend).
 LOOM_HOST_DEVICE_COLD void reportTimeout(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected,
-                                         uint64_t seen, uint64_t elapsedNs, WaitKind waited) {
+                                         uint64_t seen, uint64_t elapsedNs, WaitKind waited,
+                                         const void* address = nullptr) {
   DiagnosticRecord* record = context.record;
   // The first to claim the empty record writes it; later ones leave it as it is (a count would let a second
   // claim mark the record complete while the first still writes it).
@@ -143,6 +147,7 @@ LOOM_HOST_DEVICE_COLD void reportTimeout(const WaitContext& context, WaitKind ki
     record->expected = expected;
     record->seen = seen;
     record->elapsedNs = elapsedNs;
+    record->address = reinterpret_cast<uintptr_t>(address);
     fenceSystem();
     storeRelease(&record->state, int32_t(2));
   }
@@ -187,10 +192,11 @@ LOOM_HOST_DEVICE_COLD void stopOnAbort(const WaitContext& context, WaitKind wait
 
 // Spins until `ready(seen)` holds for the value `poll()` returns. The clock is read only every 4096
 // polls, and first then, so a wait that is satisfied soon never pays for a timer read. `expected`
-// only goes into the record.
+// only goes into the record, and so does `*missing` where given: the packet a packet read still waits
+// for when it gives up (poll() may change it as other packets come).
 template <typename Poll, typename Ready>
 LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, int32_t op, uint64_t expected, Poll poll,
-                                    Ready ready) {
+                                    Ready ready, const void* const* missing = nullptr) {
   uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
     const uint64_t seen = poll();
@@ -209,7 +215,7 @@ LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, i
         if (ready(last)) return last;
         WaitContext named = context;
         named.peer = gone;
-        reportTimeout(named, WaitKind::kPeerGone, op, expected, last, 0, kind);
+        reportTimeout(named, WaitKind::kPeerGone, op, expected, last, 0, kind, missing ? *missing : nullptr);
       }
     }
     if (context.timeoutNs > 0 && (spins & 4095) == 0) {
@@ -217,7 +223,7 @@ LOOM_HOST_DEVICE uint64_t spinUntil(const WaitContext& context, WaitKind kind, i
       if (start == 0) {
         start = now;
       } else if (now - start > uint64_t(context.timeoutNs)) {
-        reportTimeout(context, kind, op, expected, seen, now - start);
+        reportTimeout(context, kind, op, expected, seen, now - start, kind, missing ? *missing : nullptr);
       }
     }
   }

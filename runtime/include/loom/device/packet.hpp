@@ -62,9 +62,10 @@ struct alignas(16) LL16Packet {
   LOOM_HOST_DEVICE uint64_t read(uint32_t flag, const WaitContext& context, int32_t op = -1) const {
     uint64_t value = 0;
     if (tryRead(flag, value)) return value;
+    const void* self = this;
     spinUntil(
         context, WaitKind::kPacket, op, flag, [&] { return look(value); },
-        [&](uint64_t flags) { return flags == bothFlags(flag); });
+        [&](uint64_t flags) { return flags == bothFlags(flag); }, &self);
     return value;
   }
 
@@ -102,9 +103,10 @@ struct alignas(8) LL8Packet {
   LOOM_HOST_DEVICE uint32_t read(uint32_t flagValue, const WaitContext& context, int32_t op = -1) const {
     uint32_t value = 0;
     if (tryRead(flagValue, value)) return value;
+    const void* self = this;
     spinUntil(
         context, WaitKind::kPacket, op, flagValue, [&] { return look(value); },
-        [&](uint64_t flags) { return flags == LL16Packet::bothFlags(flagValue); });
+        [&](uint64_t flags) { return flags == LL16Packet::bothFlags(flagValue); }, &self);
     return value;
   }
 };
