@@ -111,8 +111,9 @@ struct Executor::Impl {
   std::string failure;
   mutable std::mutex failureMutex;
   // Where the last call's program ran: a packet read's record holds an address in its scratch.
+  // Guarded by failureMutex (asyncError reads it from a watchdog thread).
   struct LastLaunch {
-    const Plan* plan = nullptr;
+    std::shared_ptr<const Plan> plan;
     uint64_t scratch = 0;
     uint64_t scratchBytes = 0;
     uint64_t messageBytes = 0;
@@ -185,6 +186,7 @@ struct Executor::Impl {
     }
     if (!ops.empty()) cached.reduceOp = *ops.begin();
     cached.bindsUserBuffers = loom::bindsUserBuffers(plan);
+    cached.plan = std::make_shared<const Plan>(plan);
     cached.shiftable =
         !cached.resources->hasPortChannels() && cached.resources->peers().size() <= device::kMaxShiftedPeers;
     ++stats.plansBuilt;
@@ -459,7 +461,10 @@ struct Executor::Impl {
       communicator->bootstrap().barrier();
     }
     prepared.program = context.program();
-    lastLaunch = {&plan, uintptr_t(prepared.program.buffers[2]), context.scratchBytes(), shape.messageBytes};
+    {
+      std::lock_guard lock(failureMutex);
+      lastLaunch = {cached.plan, uintptr_t(prepared.program.buffers[2]), context.scratchBytes(), shape.messageBytes};
+    }
     prepared.program.buffers[0] = const_cast<void*>(buffers.input);
     prepared.program.buffers[1] = buffers.output;
     context.shiftPeers(prepared.program, everyRank);
@@ -576,10 +581,16 @@ struct Executor::Impl {
     std::string context = opContext(plan, uint32_t(record->rank), record->block, record->op);
     if (context.empty() || std::string_view(error.what()).find(context) != std::string_view::npos) return error;
     const int32_t waited = device::endsCleanly(record->kind) ? record->waited : record->kind;
-    if (waited == int32_t(device::WaitKind::kPacket) && lastLaunch.plan == &plan && record->address != 0) {
-      const uint64_t offset = record->address - lastLaunch.scratch;
-      if (record->address >= lastLaunch.scratch && offset < lastLaunch.scratchBytes) {
-        context += packetWriterText(plan, packetWriter(plan, uint32_t(record->rank), lastLaunch.messageBytes, offset));
+    LastLaunch launch;
+    {
+      std::lock_guard lock(failureMutex);
+      launch = lastLaunch;
+    }
+    if (waited == int32_t(device::WaitKind::kPacket) && launch.plan && launch.plan->contentHash == plan.contentHash &&
+        record->address != 0) {
+      const uint64_t offset = record->address - launch.scratch;
+      if (record->address >= launch.scratch && offset < launch.scratchBytes) {
+        context += packetWriterText(plan, packetWriter(plan, uint32_t(record->rank), launch.messageBytes, offset));
       }
     }
     return Error(error.category(), std::string(error.what()) + context);
@@ -1152,6 +1163,21 @@ std::optional<Error> Executor::asyncError() const {
   if (std::optional<std::string> stopped = impl_->cleanDeviceStop()) {
     return Error(ErrorCategory::kTransport,
                  "a call stopped on the device: " + *stopped + "; the communicator must be aborted and created anew");
+  }
+  // A kernel of this rank trapped (a wait that timed out): its record says where; the next call names the
+  // plan op and, for a packet read, the peer whose packet did not come.
+  if (impl_->backend->onGpu() && impl_->communicator->deviceDiagnostics().faultedHere()) {
+    if (std::optional<std::string> trapped = impl_->communicator->deviceDiagnostics().report()) {
+      std::shared_ptr<const Plan> plan;
+      {
+        std::lock_guard lock(impl_->failureMutex);
+        plan = impl_->lastLaunch.plan;
+      }
+      const Error error(ErrorCategory::kTimeout, "a call trapped on the device: " + *trapped);
+      const Error named = plan ? impl_->withOpContext(*plan, error) : error;
+      return Error(ErrorCategory::kTimeout,
+                   std::string(named.what()) + "; the communicator must be aborted and created anew");
+    }
   }
   if (std::optional<std::string> links = impl_->communicator->deviceDiagnostics().failedLinks()) {
     return Error(ErrorCategory::kTransport, "rank " + std::to_string(impl_->communicator->rank()) + ": " + *links);

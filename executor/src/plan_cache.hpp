@@ -60,6 +60,9 @@ struct ContextKeyHash {
 // A plan's resources and its contexts, least recently used last.
 struct CachedPlan {
   std::unique_ptr<PlanResources> resources;
+  // A copy of the plan, for errors explained after the call (a trap that comm.error() reports when the
+  // caller's plan object may be gone): the ops, their DSL lines and the peers' programs.
+  std::shared_ptr<const Plan> plan;
   bool bindsUserBuffers = true;
   // Memory channels only (a peer maps the whole allocation behind a registration; a port channel's
   // proxy knows only the registered range), and few enough peers for Program::peerShifts.

@@ -70,9 +70,13 @@ def test_a_stalled_rank_on_a_packet_plan_is_named_on_a_gpu():
     _need(1)
     environment = {**ENVIRONMENT, "LOOM_DEVICE_TIMEOUT_MS": "3000"}
     output = _run([CHECK, "stalled", "--share-gpu", "4"], timeout=150, **environment)
-    errors = {rank: found[0]["error"] for rank, found in results(output).items() if rank != 2}
-    assert len(errors) == 3 and all(errors.values()), output[-4000:]
-    # The first rank whose own read timed out traps the shared context; its record names the writer.
+    found = {rank: records[0] for rank, records in results(output).items() if rank != 2}
+    assert len(found) == 3 and all(record["error"] for record in found.values()), output[-4000:]
+    print({rank: (record["watched"][:300], record["next_call"][:600]) for rank, record in found.items()})
+    # The first rank whose own read timed out traps the shared context (torch's synchronize raises); its
+    # comm.error() says so, and its next call names the writer of the packet from its record.
+    assert any("trapped on the device" in record["watched"] for record in found.values()), found
+    errors = {rank: record["error"] + " | " + record["next_call"] for rank, record in found.items()}
     named = [text for text in errors.values() if "the packet it waited for is rank 2's to write" in text]
     assert named, errors
     assert not any(re.search(r"is rank [013]'s to write", text) for text in errors.values()), errors

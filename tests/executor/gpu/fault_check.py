@@ -224,14 +224,21 @@ def stalled_case(base: object) -> int:
     comm.all_reduce(data)
     ranks.synchronize()
     base.barrier()
-    error = ""
+    error = watched = next_call = ""
     if rank != victim:
         try:
             comm.all_reduce(data)
             ranks.synchronize()
         except (loom.LoomError, RuntimeError) as failure:
             error = f"{type(failure).__name__}: {failure}"
-    report(rank=rank, error=error)
+        # The trap surfaced in torch's synchronize; Loom explains it to comm.error() (as torch's watchdog asks
+        # NCCL) and to the next call, which names the plan op and the peer whose packet did not come.
+        watched = str(comm.error() or "")
+        try:
+            comm.all_reduce(data)
+        except (loom.LoomError, RuntimeError) as failure:
+            next_call = f"{type(failure).__name__}: {failure}"
+    report(rank=rank, error=error, watched=watched, next_call=next_call)
     base.barrier()
     if rank == 0:
         # Every rank has reported; the trapped context would make teardown at exit fail.
