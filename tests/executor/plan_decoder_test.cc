@@ -99,9 +99,9 @@ TEST(PlanDecoderTest, SimpleExampleDecodesEveryField) {
   EXPECT_EQ(gpu.threadblocks[0].id, 0u);
 
   const std::vector<Op>& ops = gpu.threadblocks[0].ops;
-  ASSERT_EQ(ops.size(), 7u);
+  ASSERT_EQ(ops.size(), 8u);
   const OpType expected[] = {OpType::kPut, OpType::kSignal, OpType::kWait, OpType::kReduce,
-                             OpType::kPut, OpType::kSignal, OpType::kWait};
+                             OpType::kNop, OpType::kPut,    OpType::kSignal, OpType::kWait};
   for (size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(ops[i].type, expected[i]) << "op " << i;
 
   ASSERT_TRUE(ops[0].src);

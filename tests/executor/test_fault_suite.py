@@ -91,7 +91,7 @@ def test_a_stopped_rank_on_a_packet_plan_is_named_as_the_writer_of_the_packet_th
         processes[victim].kill()
         processes[victim].communicate()
     assert codes == [0, 0, 0], text[-4000:]
-    for rank, (record,) in sorted(results(text).items()):
+    for _rank, (record,) in sorted(results(text).items()):
         # Its own read timed out, or a peer's did first and announced its failure (whose text it passes on).
         assert record["error"].startswith(("LoomTimeoutError", "TransportError")), record
         assert f"the packet it waited for is rank {victim}'s to write" in record["error"], record

@@ -16,6 +16,7 @@ races ahead into the next call and overwrites a slower peer's buffers shows up a
 
 from __future__ import annotations
 
+from loom.verify.block_threads import BlockThreads, syncs_after, syncs_before
 from loom.verify.contents import MAILBOX_ENTRY, Contents, Value
 from loom.verify.dataflow import packets_ready, polled_keys
 from loom.verify.dataflow import run as run_data_op
@@ -26,6 +27,7 @@ from loom.verify.program import Program, Ref, Step
 from loom.verify.races import HappensBefore, merge
 from loom.verify.report import FindingLog, finding_at
 from loom.verify.sync import Sync
+from loom.verify.waiters import check as check_waiters
 
 
 def proxy_of(block: tuple, channel: int) -> tuple:
@@ -47,6 +49,9 @@ class Executor:
         self.call = dict.fromkeys(program.gpus, 0)
         self.senders: dict[tuple[int, int], int] = {}  # send/recv: (call, rank) -> whose input it received
         self.pc = dict.fromkeys(program.blocks, 0)
+        self.call_start: dict[tuple, dict] = {}  # a block's clock when its current call began (relaxed signals)
+        self.threads = BlockThreads(log)  # the threads of each block (block_threads.py)
+        check_waiters(program, log)
 
     def run(self) -> None:
         for rank in self.call:
@@ -110,7 +115,9 @@ class Executor:
                 value = Value(Contents.input(call, rank, position), False, call, None, None)
                 self.memory.write(host, None, key, call, value)
         for tb in self.tbs[rank]:
+            self.threads.sync((rank, tb))  # the kernel boundary
             self.clocks.reset((rank, tb), self.clocks.clock(host))
+            self.call_start[(rank, tb)] = self.clocks.snapshot(host)
 
     def _proxy_reads(self, step: Step, clock: dict, call: int) -> None:
         """What a put over a port channel sends is read by the proxy, after the step and until a flush of the
@@ -124,6 +131,19 @@ class Executor:
         for ref in sent:
             for offset in range(ref.count):
                 self.memory.read(proxy, step, self.memory.key(ref, offset, call), call)
+
+    def _thread_accesses(self, step: Step, call: int) -> list[tuple[tuple, bool, str]]:
+        """What the threads of ``step``'s block touch in it: plain reads (a packet read polls its own), then
+        writes."""
+        out = []
+        for refs, write in ((step.reads, False), (step.writes, True)):
+            for ref, packet in refs:
+                if packet and not write:
+                    continue
+                for offset in range(ref.count):
+                    key = self.memory.key(ref, offset, call)
+                    out.append((key, write, self.memory.describe(key)))
+        return out
 
     def _proxy_after(self, block: tuple, channel: int, clock: dict) -> dict:
         proxy = proxy_of(block, channel)
@@ -173,8 +193,13 @@ class Executor:
             merge(clock, self.memory.values[key].clock or {})
         if step.mailbox_reads:
             self._read_mailboxes(step, call)
+        if syncs_before(step):
+            self.threads.sync(block)
         if step.reads or step.writes:
+            self.threads.access(step, self._thread_accesses(step, call), call)
             run_data_op(step, call, self.memory, self.clocks, self.log)
+        if syncs_after(step):
+            self.threads.sync(block)
         if step.port_channels:
             self._proxy_reads(step, clock, call)
         for channel in step.flushes:
@@ -187,11 +212,15 @@ class Executor:
         if step.signals:
             # A port channel's signal goes out through the proxy after the data posted before it: the peer hears
             # of the proxy's copies (and so of the block's steps before them).
-            signalled = clock
+            # A relaxed one on a memory channel carries only what the kernel boundary ordered (sync.py).
+            call_start = self.call_start[block]
+            signalled = {}
             for channel in step.signals:
                 if self.program.channels.get((step.rank, channel), {}).get("type") == "port":
-                    signalled = dict(self._proxy_after(block, channel, clock))
-            sync.signal(step, signalled)
+                    signalled[channel] = dict(self._proxy_after(block, channel, clock))
+                else:
+                    signalled[channel] = call_start if sync.relaxed_end(step, channel) else dict(clock)
+            sync.signal(step, signalled, call_start)
         if step.releases:
             sync.release(step, clock)
         return True

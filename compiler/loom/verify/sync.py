@@ -3,7 +3,13 @@
 - ``signal`` on channel ``c`` of rank ``r`` adds one to the semaphore that the paired channel's
   ``wait`` watches (docs/plan-format.md, "Pairing"); a ``wait`` takes one, or blocks. A signal
   carries the signaller's clock, so the waiter learns everything the signaller did before.
-  ``relaxed`` signals order like plain ones here (the model has no memory fences).
+- ``relaxed`` on a memory channel (the executor's ``relaxedSignal`` / ``relaxedWait``: a relaxed atomic add,
+  and a spin without the acquiring load) orders nothing but the count. What it still orders is what the
+  kernel boundary ordered: the signaller's steps before its call began (its earlier calls, the user's reads
+  between calls). So a relaxed signal carries the signaller's clock at the start of its call, and a relaxed
+  wait learns only that much of the signal it takes: the cross-call handshake stays right, and a relaxed
+  signal (or wait) that is to publish data of this call leaves the data's reads racing. A port channel's
+  signal is the proxy's, which orders its copies whatever the op says.
 - ``sem_release`` adds one to a semaphore of the rank, ``sem_acquire`` takes one or blocks; the
   ``initial_value`` tokens carry no clock.
 - ``barrier``: the ``k``-th arrival of each listed thread block at barrier ``id`` meet; each
@@ -35,20 +41,27 @@ class Sync:
 
     # -- channels --
 
-    def signal(self, step: Step, clock: Clock) -> None:
+    def signal(self, step: Step, clocks: dict[int, Clock], call_start: Clock) -> None:
+        """``clocks``: what each channel's signal carries; ``call_start``: what a relaxed one still orders."""
         for channel in step.signals:
             end = self.program.paired.get((step.rank, channel))
             if end is None:
                 self.lost.append((step, channel))
             else:
-                self.signals[end].append((dict(clock), step))
+                self.signals[end].append((dict(clocks[channel]), step, dict(call_start)))
 
     def can_wait(self, step: Step) -> bool:
         return all(self.signals[(step.rank, channel)] for channel in step.waits)
 
     def wait(self, step: Step, clock: Clock) -> None:
         for channel in step.waits:
-            merge(clock, self.signals[(step.rank, channel)].popleft()[0])
+            carried, _, call_start = self.signals[(step.rank, channel)].popleft()
+            merge(clock, call_start if self.relaxed_end(step, channel) else carried)
+
+    def relaxed_end(self, step: Step, channel: int) -> bool:
+        """A relaxed signal or wait on a memory channel (a port channel's proxy orders its copies)."""
+        kind = self.program.channels.get((step.rank, channel), {}).get("type")
+        return bool(step.op.get("relaxed")) and kind != "port"
 
     # -- semaphores --
 

@@ -424,12 +424,17 @@ def test_a_pipeline_imports_sized_in_bytes():
 
 def nvls_allreduce() -> dict:
     """2 ranks, in place: a relaxed handshake, then each rank load-reduces its chunk over the switch
-    channel's group and stores the sum to every member (glres), then a handshake again."""
+    channel's group and stores the sum to every member (glres), then a plain handshake that publishes it."""
     gpus = []
     for rank in range(2):
         handshake = [
             {"name": "rlxsignal", "channel_ids": [0], "channel_type": "memory"},
             {"name": "rlxwait", "channel_ids": [0], "channel_type": "memory"},
+        ]
+        # The last handshake publishes the sums: a plain signal and wait (a relaxed one orders only the count).
+        publish = [
+            {"name": "signal", "channel_ids": [0], "channel_type": "memory"},
+            {"name": "wait", "channel_ids": [0], "channel_type": "memory"},
         ]
         chunk = {"switch_channel_id": 0, "index": rank, "size": 1}
         glres = {"name": "glres", "src_buff": [chunk], "dst_buff": [chunk], "channel_type": "switch"}
@@ -443,7 +448,7 @@ def nvls_allreduce() -> dict:
                 "threadblocks": [
                     {
                         "id": 0,
-                        "ops": [*handshake, glres, *handshake],
+                        "ops": [*handshake, glres, *publish],
                         "channels": [
                             {"channel_type": "memory", "channel_ids": [0]},
                             {"channel_type": "switch", "channel_ids": [0]},

@@ -44,7 +44,7 @@ def test_finding_text_names_the_op_in_plan_assembly_and_its_source_line():
         0,
     )
     assert finding.where == "rank 1 tb 0 op 3"
-    assert forwarded.where == "rank 1 tb 0 op 4"  # the put that took the wrong sum to rank 0
+    assert forwarded.where == "rank 1 tb 0 op 5"  # the put that took the wrong sum to rank 0
     assert forwarded.message.startswith("rank 0 output[1] holds {r0:input[1], r1:input[0]}")
     assert forwarded.message.endswith(
         "; the contents were computed by rank 1 tb 0 op 3 (reduce sum input[0], scratch[0] -> output[1])"

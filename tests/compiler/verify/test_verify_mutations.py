@@ -251,3 +251,37 @@ def test_a_port_source_written_before_its_flush_is_a_race_naming_both_ops(what, 
     assert "unordered with the proxy's read of it for rank" in text, text
     assert "which sends it over port channel" in text and "flush the channel first" in text, text
     assert "reduce_send" in text and "allreduce_hierarchical.py:" in text, text  # both ops, the author's line
+
+
+# The rules issue 54 added beside the port channels': relaxed signals, the threads of one block, and one waiter
+# per channel (test_mutation_corpus.py measures them over every library algorithm).
+
+
+def test_a_relaxed_signal_that_publishes_data_is_a_race():
+    # allgather_fullmesh's signal after its put publishes the data; relaxed, it orders only the count.
+    plan = _plan("allgather_fullmesh")
+    publishing = [op for op in _ops(plan, 0) if op["op"] == "signal" and not op.get("relaxed")]
+    publishing[0]["relaxed"] = True
+    races = _only(verify(plan, calls=3), "race")
+    # The put whose data the signal no longer publishes races with the peer's reads of it.
+    assert any(f.op_text.startswith("put input[0] -> ch0:output[0]") for f in races), races
+    # The handshake's relaxed signals, as compiled, stay proven.
+    assert verify(_plan("allgather_fullmesh"), calls=3) == []
+
+
+def test_two_ops_of_one_block_touching_the_same_bytes_without_a_sync_race_naming_both():
+    plan = _plan("allreduce_allpairs_packet", inplace=True)
+    ops = _ops(plan, 0)
+    ops[:] = [op for op in ops if op["op"] != "nop"]
+    races = [f for f in _only(verify(plan, calls=3), "race") if "same thread block" in f.message]
+    assert races, "the dropped nop is found"
+    assert "put_packet input[0]" in races[0].message and "put a nop" in races[0].message, races[0]
+    assert races[0].loc and "allreduce_allpairs_packet.py:55" in races[0].loc, races[0]
+
+
+def test_two_thread_blocks_waiting_on_one_channel_are_refused():
+    plan = json.loads(compile_algorithm("allgather_fullmesh", 4, instances=2, verify=False))
+    blocks = next(g for g in plan["gpus"] if g["id"] == 0)["threadblocks"]
+    blocks[0]["ops"].append(dict(next(op for op in blocks[1]["ops"] if op["op"] == "wait")))
+    found = [f for f in _only(verify(plan, calls=3), "deadlock") if "waits too" in f.message]
+    assert found and "the executor needs every channel's waits in one thread block" in found[0].message, found
