@@ -9,6 +9,7 @@
 
 #include "deadline.hpp"
 #include "environment.hpp"
+#include "interface_choice.hpp"
 #include "listener_registry.hpp"
 #include "loom/error.hpp"
 #include "loom/rank_list.hpp"
@@ -399,8 +400,10 @@ void Bootstrap::Impl::rendezvousAsMember() {
   } catch (const Error& error) {
     throw Error(error.category(), step + ": " + error.what());
   }
-  // Listen on the interface that reaches the root: the one other hosts most likely reach us on.
-  net::Socket listener = net::Socket::listen(toRoot.localAddress().withPort(0));
+  // Listen on the interface a setting chose (LOOM_SOCKET_IFNAME, NCCL_SOCKET_IFNAME), else on the one that
+  // reaches the root: the one other hosts most likely reach us on. Port channels listen where this does.
+  const ChosenInterface& chosen = chosenInterface();
+  net::Socket listener = net::Socket::listen(chosen.fromSetting ? chosen.address : toRoot.localAddress().withPort(0));
   net::SocketAddress listenAddress = listener.localAddress();
   messenger = std::make_unique<Messenger>(rank, worldSize, id.secret(), std::move(listener), listenAddress,
                                           std::min(timeoutMs, kHelloTimeoutMs));

@@ -10,11 +10,14 @@
 #include "communicator_impl.hpp"
 #include "connection_factory.hpp"
 #include "deadline.hpp"
+#include "environment.hpp"
 #include "fd_passing.hpp"
 #include "gpu.hpp"
 #include "host_identity.hpp"
+#include "log.hpp"
 #include "loom/device/chaos.hpp"
 #include "loom/error.hpp"
+#include "loom/launch_environment.hpp"
 #include "memory_table.hpp"
 #include "registered_memory.hpp"
 #include "setup_tags.hpp"
@@ -25,6 +28,31 @@ namespace loom {
 // How long an abort waits for its announcement to go out (Bootstrap::announceAbort): bounded, so that abort()
 // stays well within the caller's wait.
 constexpr int64_t kAnnounceAbortWaitMs = 200;
+
+namespace {
+
+// Ranks that cannot pass descriptors to each other are on different hosts, whatever the launcher says. When
+// its count of local ranks differs from the host identity's, the job hears which rule applied (once).
+void compareWithLauncher(int localWorldSize, int worldSize) {
+  if (processEnvironment("LOOM_TEST_HOST_ID")) return;  // tests that split one machine into hosts
+  std::optional<LaunchEnvironment> launch;
+  try {
+    launch = detectLaunchEnvironment();
+  } catch (const Error&) {
+    return;  // no launcher: nothing to compare with
+  }
+  if (!launch->localWorldSize || launch->worldSize != worldSize || *launch->localWorldSize == localWorldSize) return;
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    logWarning("host identity: " + std::to_string(localWorldSize) + " of the job's " + std::to_string(worldSize) +
+               " ranks share this host (" + hostIdentityText() + "), but " + launch->launcher + " says " +
+               std::to_string(*launch->localWorldSize) +
+               " ranks are local; Loom follows the host identity (ranks in another network namespace, boot or host "
+               "name cannot share memory or pass descriptors with this one, so it reaches them as other hosts)");
+  });
+}
+
+}  // namespace
 
 Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConfig, int cudaDevice)
     : impl_(std::make_unique<Impl>()) {
@@ -80,6 +108,7 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, IbConfig ibConf
     if (r < rank) ++impl.localRank;
     ++impl.localWorldSize;
   }
+  compareWithLauncher(impl.localWorldSize, impl.bootstrap->worldSize());
 }
 
 Communicator::~Communicator() = default;

@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 namespace loom {
 
-void logWarning(std::string_view message) {
-  std::string line = "loom: warning: ";
+namespace {
+
+void writeLine(std::string_view prefix, std::string_view message) {
+  std::string line(prefix);
   line += message;
   line += '\n';
   const char* data = line.data();
@@ -18,6 +21,18 @@ void logWarning(std::string_view message) {
     data += written;
     left -= static_cast<size_t>(written);
   }
+}
+
+}  // namespace
+
+void logWarning(std::string_view message) { writeLine("loom: warning: ", message); }
+
+void logInfo(std::string_view message) {
+  static const bool wanted = [] {
+    const char* level = std::getenv("LOOM_DEBUG");
+    return level != nullptr && std::string_view(level) == "INFO";
+  }();
+  if (wanted) writeLine("loom: info: ", message);
 }
 
 }  // namespace loom

@@ -8,4 +8,8 @@ namespace loom {
 // concurrent ranks and threads do not interleave.
 void logWarning(std::string_view message);
 
+// "loom: info: <message>", the same way, when LOOM_DEBUG=INFO (what a job's operator asks to see: which
+// interface, which rule); nothing otherwise.
+void logInfo(std::string_view message);
+
 }  // namespace loom

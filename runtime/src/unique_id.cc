@@ -1,7 +1,5 @@
 #include "loom/unique_id.hpp"
 
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -9,6 +7,7 @@
 #include <memory>
 
 #include "environment.hpp"
+#include "interface_choice.hpp"
 #include "listener_registry.hpp"
 #include "loom/error.hpp"
 #include "socket.hpp"
@@ -19,18 +18,11 @@ namespace {
 constexpr uint8_t kMagic[3] = {'L', 'M', 'I'};
 constexpr uint8_t kVersion = 1;
 
-// The first IPv4 interface that is up and not loopback: where other hosts can most likely reach us.
+// LOOM_BOOTSTRAP_HOST, else the address of the interface Loom's sockets use (interface_choice.hpp):
+// where other hosts can most likely reach us.
 std::string defaultHost() {
   if (std::optional<std::string> host = processEnvironment("LOOM_BOOTSTRAP_HOST")) return *host;
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return "127.0.0.1";
-  std::unique_ptr<ifaddrs, decltype(&::freeifaddrs)> owner(list, &::freeifaddrs);
-  for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
-    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
-    if ((entry->ifa_flags & IFF_UP) == 0 || (entry->ifa_flags & IFF_LOOPBACK) != 0) continue;
-    return net::SocketAddress(entry->ifa_addr, sizeof(sockaddr_in)).host();
-  }
-  return "127.0.0.1";
+  return chosenInterface().address.host();
 }
 
 int hexValue(char c) {

@@ -81,7 +81,8 @@ def collectives() -> None:
                 comm.send(data[rank], peer)
             assert np.array_equal(received, data[(rank - 1) % world]), ("send/recv", elements)
             checked += 8
-    report(rank=rank, checked=checked, stages=comm.executor.stats())
+    nodes = comm.native.node_count
+    report(rank=rank, checked=checked, nodes=nodes, ranks_per_node=comm.ranks_per_node, stages=comm.executor.stats())
 
 
 def kill(victim: int, where: str) -> None:

@@ -17,6 +17,9 @@ from loom.language.utils import AlgoSpec, ReplicationPolicy
 _LANGUAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _PACKAGE_DIR = os.path.dirname(_LANGUAGE_DIR)
 _MAX_MESSAGE_BYTES = (1 << 53) - 1  # the largest size plan JSON carries exactly
+# A program that names no maximum is for messages up to 1 GiB per rank, as the library's plans are: scratch is
+# sized for the largest message, and "any size" would ask for more than any GPU has.
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 30
 
 # Per thread (and asyncio task): programs recorded at once on several threads stay apart.
 _current: contextvars.ContextVar[CollectiveProgram | None] = contextvars.ContextVar("loom_program", default=None)
@@ -72,9 +75,10 @@ class CollectiveProgram:
     or ``"LL"``/``"ll"``; ``instances`` replicates the program over disjoint shares of every chunk;
     ``instr_fusion`` runs the fusion passes; ``auto_sync`` inserts the thread-block syncs that data
     dependencies need; ``num_threads_per_block``, ``buffer_alignment``, ``min/max_message_size``
-    (bytes) go into the plan. Loom additions: ``ranks_per_node`` (default: all ranks on one node),
-    ``reuse_scratch`` (plan field). ``reuse_resources`` and ``use_double_scratch_buffer`` are
-    recorded in the plan metadata only: Loom always double-buffers LL scratch.
+    (bytes) go into the plan (the maximum defaults to 1 GiB, not MSCCL++'s "any size"). Loom additions:
+    ``ranks_per_node`` (default: all ranks on one node), ``reuse_scratch`` (plan field). ``reuse_resources``
+    and ``use_double_scratch_buffer`` are recorded in the plan metadata only: Loom always double-buffers LL
+    scratch.
     """
 
     def __init__(
@@ -92,7 +96,7 @@ class CollectiveProgram:
         use_double_scratch_buffer: bool = False,
         buffer_alignment: int = 16,
         min_message_size: int = 0,
-        max_message_size: int = 2**64 - 1,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_BYTES,
         *,
         ranks_per_node: int | None = None,
         reuse_scratch: bool = False,

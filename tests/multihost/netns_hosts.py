@@ -1,0 +1,142 @@
+"""Emulated hosts for multi-host tests: network namespaces joined by veth links, on one machine.
+
+    with NamespacedHosts(2) as hosts:           # two namespaces, one veth link, 10.<x>.<y>.1 and .2
+        processes = hosts.start_ranks(4, [sys.executable, "worker.py", "collectives"])
+    with NamespacedHosts(2, links=2) as hosts:  # two veth links between them, on two subnets
+        hosts.link_names[1], hosts.addresses_of_link[1], hosts.sent_bytes(host, link)
+
+Every namespace shares the machine's boot id and host name (as containers of one node do): only the
+network namespace tells the hosts apart. Rank r runs in host r * hosts // world (the first ranks on the first
+host), with torchrun's variables; LOCAL_WORLD_SIZE is what a launcher on that host would say. Needs root and
+`ip netns`; ``namespaces_refused()`` says why not where they are not allowed, for the tests' skip reason.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from pathlib import Path
+
+EXECUTOR_TESTS = Path(__file__).resolve().parents[1] / "executor"
+
+
+def _ip(*arguments: str, namespace: str | None = None) -> None:
+    command = ["ip", *arguments] if namespace is None else ["ip", "netns", "exec", namespace, "ip", *arguments]
+    subprocess.run(command, check=True, capture_output=True, text=True, timeout=20)
+
+
+def namespaces_refused() -> str | None:
+    """None when network namespaces can be made here, else why not."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    probe = f"loomprobe{os.getpid()}"
+    try:
+        _ip("netns", "add", probe)
+    except (OSError, subprocess.CalledProcessError) as error:
+        return f"'ip netns add' is refused here: {getattr(error, 'stderr', '') or error}"
+    _ip("netns", "del", probe)
+    return None
+
+
+class NamespacedHosts:
+    """``count`` network namespaces on one link (two: a veth pair; more: a bridge in the first). Two hosts may
+    have ``links`` veth pairs between them, each its own subnet: link ``k``'s interfaces are named with the
+    prefix ``link_names[k]`` in both namespaces."""
+
+    def __init__(self, count: int, links: int = 1) -> None:
+        if links > 1 and count != 2:
+            raise ValueError("several links join two hosts only")
+        self.count = count
+        self.link_count = links
+        tag = f"{os.getpid() % 10000}{secrets.token_hex(2)}"
+        self.names = [f"loom{tag}h{index}" for index in range(count)]
+        base = f"10.{100 + os.getpid() % 100}.{secrets.randbelow(200) + 1}"
+        subnets = [f"{base.rsplit('.', 1)[0]}.{int(base.rsplit('.', 1)[1]) + k}" for k in range(links)]
+        self.addresses_of_link = [[f"{subnet}.{index + 1}" for index in range(count)] for subnet in subnets]
+        self.addresses = self.addresses_of_link[0]
+        self.link_names = [f"l{k}{tag}" for k in range(links)]
+        self.links = [f"{self.link_names[0]}{index}" for index in range(count)]
+
+    def __enter__(self) -> NamespacedHosts:
+        try:
+            for name in self.names:
+                _ip("netns", "add", name)
+                _ip("link", "set", "lo", "up", namespace=name)
+            if self.count == 2:
+                for link, prefix in enumerate(self.link_names):
+                    ends = [f"{prefix}{index}" for index in range(2)]
+                    _ip("link", "add", ends[0], "type", "veth", "peer", "name", ends[1])
+                    for index in range(2):
+                        self._attach(ends[index], index, self.addresses_of_link[link][index])
+            else:
+                _ip("link", "add", "br0", "type", "bridge", namespace=self.names[0])
+                _ip("link", "set", "br0", "up", namespace=self.names[0])
+                _ip("addr", "add", f"{self.addresses[0]}/24", "dev", "br0", namespace=self.names[0])
+                for index in range(1, self.count):
+                    outer, inner = f"{self.links[index]}a", f"{self.links[index]}b"
+                    _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+                    _ip("link", "set", outer, "netns", self.names[0])
+                    _ip("link", "set", outer, "master", "br0", namespace=self.names[0])
+                    _ip("link", "set", outer, "up", namespace=self.names[0])
+                    self._attach(inner, index, self.addresses[index])
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _attach(self, link: str, index: int, address: str) -> None:
+        _ip("link", "set", link, "netns", self.names[index])
+        _ip("addr", "add", f"{address}/24", "dev", link, namespace=self.names[index])
+        _ip("link", "set", link, "up", namespace=self.names[index])
+
+    def __exit__(self, *_: object) -> None:
+        for name in self.names:  # deleting a namespace deletes the links in it
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=20)
+
+    def sent_bytes(self, host: int, link: int) -> int:
+        """Bytes host ``host`` has sent on link ``link`` so far."""
+        device = f"{self.link_names[link]}{host}"
+        counter = f"/sys/class/net/{device}/statistics/tx_bytes"
+        result = subprocess.run(
+            ["ip", "netns", "exec", self.names[host], "cat", counter], capture_output=True, text=True, timeout=20
+        )
+        return int(result.stdout.strip())
+
+    def host_of(self, rank: int, world: int) -> int:
+        return rank * self.count // world
+
+    def start_ranks(
+        self, world: int, command: list[str], env: dict | None = None, root_link: int = 0
+    ) -> list[subprocess.Popen]:
+        """``command`` once per rank, each in its host's namespace, with torchrun's variables; the bootstrap
+        root listens on host 0's address on link ``root_link``."""
+        port = 20000 + secrets.randbelow(20000)
+        common = {
+            **os.environ,
+            "WORLD_SIZE": str(world),
+            "LOOM_BOOTSTRAP_ADDR": f"{self.addresses_of_link[root_link][0]}:{port}",
+            "LOOM_BOOTSTRAP_SECRET": secrets.token_hex(16),
+            "PYTHONPATH": os.pathsep.join([str(EXECUTOR_TESTS), os.environ.get("PYTHONPATH", "")]),
+            **(env or {}),
+        }
+        for name in ("LOOM_LAUNCHER", "LOOM_TEST_HOST_ID"):
+            common.pop(name, None)
+        processes = []
+        for rank in range(world):
+            host = self.host_of(rank, world)
+            local = [r for r in range(world) if self.host_of(r, world) == host]
+            variables = {"RANK": str(rank), "LOCAL_RANK": str(local.index(rank)), "LOCAL_WORLD_SIZE": str(len(local))}
+            processes.append(
+                subprocess.Popen(
+                    ["ip", "netns", "exec", self.names[host], *command],
+                    env={**common, **variables},
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            )
+        return processes
+
+
+__all__ = ["NamespacedHosts", "namespaces_refused"]

@@ -1,0 +1,54 @@
+"""Hosts that are network namespaces of one machine (issue 56): they share the boot id and the host name, as
+containers of one node do, and must still be told apart (descriptors and Unix sockets do not cross network
+namespaces). Two emulated hosts, two ranks each, run every collective of the API on the CPU backend, right,
+without LOOM_TEST_HOST_ID; each rank sees 2 nodes of 2 ranks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "executor"))
+from multiprocess_jobs import WORKER, finish, results  # noqa: E402
+from netns_hosts import NamespacedHosts, namespaces_refused  # noqa: E402
+
+pytest.importorskip("loom._native", reason="the native module is not built")
+REFUSED = namespaces_refused()
+pytestmark = pytest.mark.skipif(REFUSED is not None, reason=f"no network namespaces here: {REFUSED}")
+
+
+@pytest.mark.timeout(180)
+def test_every_collective_across_two_namespaced_hosts_with_one_hostname(tmp_path):
+    with NamespacedHosts(2) as hosts:
+        processes = hosts.start_ranks(4, [sys.executable, WORKER, "collectives"], env={"LOOM_CACHE_DIR": str(tmp_path)})
+        codes, output = finish(processes, 150)
+    assert codes == [0, 0, 0, 0], output[-6000:]
+    found = results(output)
+    assert sorted(found) == [0, 1, 2, 3], output[-4000:]
+    for records in found.values():
+        assert records[0]["checked"] == 48, records
+        assert records[0]["nodes"] == 2 and records[0]["ranks_per_node"] == 2, records
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("variable", ["LOOM_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"])
+def test_the_socket_interface_setting_carries_the_traffic(variable, tmp_path):
+    # Two links between the hosts; the setting names the second one (a prefix, as NCCL takes it): the
+    # bootstrap and the port channels' TCP connections use it, and the first link carries next to nothing.
+    with NamespacedHosts(2, links=2) as hosts:
+        before = [hosts.sent_bytes(host, link) for host in range(2) for link in range(2)]
+        processes = hosts.start_ranks(
+            4,
+            [sys.executable, WORKER, "collectives"],
+            env={"LOOM_CACHE_DIR": str(tmp_path), variable: hosts.link_names[1], "LOOM_DEBUG": "INFO"},
+            root_link=1,
+        )
+        codes, output = finish(processes, 150)
+        after = [hosts.sent_bytes(host, link) for host in range(2) for link in range(2)]
+    assert codes == [0, 0, 0, 0], output[-6000:]
+    sent = [b - a for a, b in zip(before, after, strict=True)]  # host 0 link 0, host 0 link 1, host 1 ...
+    assert sent[1] > 1 << 20 and sent[3] > 1 << 20, sent  # megabytes of collectives on the chosen link
+    assert sent[0] < 64 << 10 and sent[2] < 64 << 10, sent  # only neighbour discovery on the other
+    assert f"chosen by {variable}={hosts.link_names[1]}" in output, output[-3000:]
