@@ -107,10 +107,16 @@ class NamespacedHosts:
         return rank * self.count // world
 
     def start_ranks(
-        self, world: int, command: list[str], env: dict | None = None, root_link: int = 0
+        self,
+        world: int,
+        command: list[str],
+        env: dict | None = None,
+        root_link: int = 0,
+        launcher_local: int | None = None,
     ) -> list[subprocess.Popen]:
         """``command`` once per rank, each in its host's namespace, with torchrun's variables; the bootstrap
-        root listens on host 0's address on link ``root_link``."""
+        root listens on host 0's address on link ``root_link``. ``launcher_local``: the LOCAL_WORLD_SIZE a
+        launcher that got the hosts wrong would set, in place of each host's count."""
         port = 20000 + secrets.randbelow(20000)
         common = {
             **os.environ,
@@ -126,7 +132,11 @@ class NamespacedHosts:
         for rank in range(world):
             host = self.host_of(rank, world)
             local = [r for r in range(world) if self.host_of(r, world) == host]
-            variables = {"RANK": str(rank), "LOCAL_RANK": str(local.index(rank)), "LOCAL_WORLD_SIZE": str(len(local))}
+            variables = {
+                "RANK": str(rank),
+                "LOCAL_RANK": str(local.index(rank)),
+                "LOCAL_WORLD_SIZE": str(launcher_local or len(local)),
+            }
             processes.append(
                 subprocess.Popen(
                     ["ip", "netns", "exec", self.names[host], *command],

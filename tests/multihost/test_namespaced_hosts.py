@@ -20,10 +20,21 @@ pytestmark = pytest.mark.skipif(REFUSED is not None, reason=f"no network namespa
 
 
 @pytest.mark.timeout(180)
-def test_every_collective_across_two_namespaced_hosts_with_one_hostname(tmp_path):
+@pytest.mark.parametrize("launcher", ["right", "wrong"])
+def test_every_collective_across_two_namespaced_hosts_with_one_hostname(launcher, tmp_path):
+    # "wrong": the launcher says all 4 ranks are local; the host identity wins, and one warning says so.
     with NamespacedHosts(2) as hosts:
-        processes = hosts.start_ranks(4, [sys.executable, WORKER, "collectives"], env={"LOOM_CACHE_DIR": str(tmp_path)})
+        processes = hosts.start_ranks(
+            4,
+            [sys.executable, WORKER, "collectives"],
+            env={"LOOM_CACHE_DIR": str(tmp_path)},
+            launcher_local=4 if launcher == "wrong" else None,
+        )
         codes, output = finish(processes, 150)
+    warned = "host identity: 2 of the job's 4 ranks share this host" in output
+    assert warned == (launcher == "wrong"), output[-3000:]
+    if warned:
+        assert "network namespace net:[" in output and "torchrun says 4 ranks are local" in output, output[-3000:]
     assert codes == [0, 0, 0, 0], output[-6000:]
     found = results(output)
     assert sorted(found) == [0, 1, 2, 3], output[-4000:]
