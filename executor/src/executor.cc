@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -609,12 +610,18 @@ struct Executor::Impl {
   // aborted its communicator, or its process ended normally); one without a goodbye exited or was killed.
   std::string departedPeers() {
     std::vector<int> departed, lost, aborted;
+    std::map<int, std::string> links;
     try {
       departed = communicator->bootstrap().departedPeers();
       lost = communicator->bootstrap().lostPeers();
       aborted = communicator->bootstrap().abortedPeers();
+      links = communicator->bootstrap().lostLinks();
     } catch (const std::exception&) {
       return "";
+    }
+    std::vector<int> gone;  // lost without a lost link: the process
+    for (int rank : lost) {
+      if (!links.contains(rank)) gone.push_back(rank);
     }
     const auto among = [](const std::vector<int>& ranks, int rank) {
       return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
@@ -630,8 +637,9 @@ struct Executor::Impl {
               " closed the bootstrap connection to this rank after a goodbye (it left on purpose: it destroyed or "
               "aborted its communicator, or its process ended)";
     }
-    if (!lost.empty()) {
-      text += "; " + rankList(lost) +
+    for (const auto& [rank, link] : links) text += "; " + link;
+    if (!gone.empty()) {
+      text += "; " + rankList(gone) +
               " closed the bootstrap connection to this rank without a goodbye (its process exited or was killed)";
     }
     return text;
@@ -1191,6 +1199,11 @@ std::optional<Error> Executor::asyncError() const {
                                                   "; the communicator must be aborted and created anew");
     }
     departed = impl_->communicator->bootstrap().lostPeersIfIdle();
+    if (const auto links = impl_->communicator->bootstrap().lostLinksIfIdle(); links && !links->empty()) {
+      return Error(ErrorCategory::kTransport, "rank " + std::to_string(impl_->communicator->rank()) + ": " +
+                                                  links->begin()->second +
+                                                  "; the communicator must be aborted and created anew");
+    }
     const std::optional<std::vector<int>> aborted = impl_->communicator->bootstrap().abortedPeersIfIdle();
     if (aborted && !aborted->empty()) {
       return Error(ErrorCategory::kTransport, "rank " + std::to_string(impl_->communicator->rank()) + ": " +

@@ -252,6 +252,19 @@ void Bootstrap::announceFailure(const Error& error, int64_t waitMs) {
 
 void Bootstrap::announceAbort(int64_t waitMs) { impl_->tellEveryPeer(wire::Kind::kAborted, 0, {}, waitMs); }
 
+std::map<int, std::string> Bootstrap::lostLinks() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->messenger) return {};
+  return impl_->messenger->lostLinks();
+}
+
+std::optional<std::map<int, std::string>> Bootstrap::lostLinksIfIdle() {
+  std::unique_lock lock(impl_->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
+  if (!impl_->messenger) return std::map<int, std::string>{};
+  return impl_->messenger->lostLinks();
+}
+
 std::vector<int> Bootstrap::abortedPeers() {
   std::lock_guard lock(impl_->mutex);
   if (!impl_->messenger) return {};

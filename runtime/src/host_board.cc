@@ -156,14 +156,19 @@ HostBoard::~HostBoard() = default;
 
 namespace {
 
-// Why the `departed` peers are gone: those that announced an abort apart from those whose connection closed.
-std::string departureText(const std::vector<int>& departed, const std::vector<int>& aborted) {
+// Why the `departed` peers are gone: those that announced an abort, those whose link was lost, those whose
+// connection closed.
+std::string departureText(const std::vector<int>& departed, const std::vector<int>& aborted,
+                          const std::map<int, std::string>& links) {
   std::vector<int> closed;
   for (int peer : departed) {
-    if (std::find(aborted.begin(), aborted.end(), peer) == aborted.end()) closed.push_back(peer);
+    if (std::find(aborted.begin(), aborted.end(), peer) == aborted.end() && !links.contains(peer)) {
+      closed.push_back(peer);
+    }
   }
   std::string text;
   if (!aborted.empty()) text = rankList(aborted) + " aborted its communicator (it announced the abort)";
+  for (const auto& [peer, link] : links) text += (text.empty() ? "" : "; ") + link;
   if (!closed.empty()) {
     text += (text.empty() ? "" : "; ") + std::string("the bootstrap connection of ") + rankList(closed) +
             " was closed (their process is gone)";
@@ -193,7 +198,8 @@ std::vector<std::vector<uint8_t>> HostBoard::allGather(std::span<const uint8_t> 
   if (!missing.empty()) {
     impl.broken = true;
     const std::vector<int> departed = impl.communicator.bootstrap().departedPeers();
-    const std::string closed = departureText(departed, impl.communicator.bootstrap().abortedPeers());
+    const std::string closed = departureText(departed, impl.communicator.bootstrap().abortedPeers(),
+                                             impl.communicator.bootstrap().lostLinks());
     if (anyOf(missing, departed)) {
       throw Error(ErrorCategory::kTransport, impl.where() + ": " + rankList(missing) + " did not post exchange " +
                                                  std::to_string(exchange) + ": " + closed);

@@ -229,9 +229,11 @@ void Messenger::readInbound(Inbound& connection) {
   for (int reads = 0; reads < kReadsPerWake && !connection.done; ++reads) {
     std::optional<size_t> got;
     try {
-      got = connection.socket.readSome(staging_.data(), staging_.size(), connection.remote.toString());
-    } catch (const Error&) {
+      got = connection.socket.readSome(staging_.data(), staging_.size(),
+                                       connection.rank >= 0 ? name(connection.rank) : connection.remote.toString());
+    } catch (const Error& error) {
       got = 0;  // a failed read ends the connection like a close does
+      noteLostLink(connection.rank, error.what());
     }
     if (!got) return;
     if (*got == 0) {
@@ -414,6 +416,7 @@ void Messenger::readOutbound(int peer) {
   try {
     got = out.socket.readSome(staging_.data(), staging_.size(), name(peer));
   } catch (const Error& error) {
+    noteLostLink(peer, error.what());
     closeOutbound(peer, std::string("failed: ") + error.what());
     return;
   }
@@ -457,6 +460,19 @@ std::vector<int> Messenger::departedPeers() {
     if (peer != rank_ && (state.in == InState::kClosed || state.out.closed || state.aborted)) departed.push_back(peer);
   }
   return departed;
+}
+
+void Messenger::noteLostLink(int peer, const std::string& what) {
+  if (peer < 0 || peer >= worldSize_ || what.find("the link to ") == std::string::npos) return;
+  if (peers_[peer].lostLink.empty()) peers_[peer].lostLink = what;
+}
+
+std::map<int, std::string> Messenger::lostLinks() const {
+  std::map<int, std::string> lost;
+  for (int peer = 0; peer < worldSize_; ++peer) {
+    if (!peers_[peer].lostLink.empty()) lost[peer] = peers_[peer].lostLink;
+  }
+  return lost;
 }
 
 std::vector<int> Messenger::abortedPeers() const {

@@ -85,6 +85,9 @@ class Messenger {
   std::vector<int> departedPeers();
   // Of those, the ones that announced an abort of their communicator (announceAbort).
   std::vector<int> abortedPeers() const;
+  // The peers whose link was lost (nothing acknowledged within LOOM_LINK_TIMEOUT_MS, no route): the text
+  // names the link's addresses and interface. They count among lostPeers.
+  std::map<int, std::string> lostLinks() const;
   // Takes what has arrived, without waiting (an announced failure, a goodbye).
   void lookOnce() { pollOnce(0); }
   // Of those, the ones that did not say goodbye first (sayGoodbye): a process that was killed or crashed.
@@ -128,6 +131,7 @@ class Messenger {
     Outbound out;
     bool saidGoodbye = false;  // it is leaving on purpose (kGoodbye)
     bool aborted = false;      // it aborted its communicator (kAborted): departed, though still connected
+    std::string lostLink;      // the link to it was lost (link_liveness.hpp): what the socket said
   };
   struct MailKey {
     wire::Kind kind;
@@ -150,6 +154,7 @@ class Messenger {
   void writeOutbound(int peer);
   void readOutbound(int peer);
   void closeOutbound(int peer, const std::string& failure);
+  void noteLostLink(int peer, const std::string& what);
   void expireHellos();
 
   int rank_;

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "errno_text.hpp"
+#include "link_liveness.hpp"
 #include "loom/error.hpp"
 
 namespace loom::net {
@@ -44,6 +45,7 @@ Socket newSocket(int family) {
   int one = 1;
   // Bootstrap messages are small and latency-bound; Nagle would hold them back.
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  keepLinkAlive(fd);
   return socket;
 }
 
@@ -182,12 +184,13 @@ std::string SocketAddress::toString() const {
   return "<no address>";
 }
 
-Socket::Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+Socket::Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)), peer_(other.peer_) {}
 
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     reset();
     fd_ = std::exchange(other.fd_, -1);
+    peer_ = other.peer_;
   }
   return *this;
 }
@@ -246,7 +249,10 @@ Socket Socket::connect(const SocketAddress& address, const Deadline& deadline, b
       socklen_t length = sizeof(error);
       if (::getsockopt(socket.fd(), SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
     }
-    if (error == 0) return socket;
+    if (error == 0) {
+      socket.peer_ = address;
+      return socket;
+    }
     lastError = error;
     if (!retryRefused || !isRetryableConnectError(error)) {
       throw Error(ErrorCategory::kTransport,
@@ -274,7 +280,9 @@ Socket Socket::accept(SocketAddress* remote) const {
       Socket socket(fd);
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      if (remote != nullptr) *remote = SocketAddress(reinterpret_cast<sockaddr*>(&address), length);
+      keepLinkAlive(fd);
+      socket.peer_ = SocketAddress(reinterpret_cast<sockaddr*>(&address), length);
+      if (remote != nullptr) *remote = socket.peer_;
       return socket;
     }
     if (errno == EINTR) continue;
@@ -310,6 +318,9 @@ std::optional<size_t> Socket::readSome(void* data, size_t size, const std::strin
       if (reset != nullptr) *reset = true;
       return 0;
     }
+    // No route for now (an interface down, a flap): TCP retransmits, and LOOM_LINK_TIMEOUT_MS decides.
+    if (errno == EHOSTUNREACH || errno == ENETUNREACH) return std::nullopt;
+    if (isLostLinkError(errno)) throw Error(ErrorCategory::kTransport, lostLinkText(fd_, peer, peer_));
     throwErrno(ErrorCategory::kTransport, "receiving from " + peer, errno);
   }
 }
@@ -321,6 +332,8 @@ std::optional<size_t> Socket::writeSome(const void* data, size_t size, const std
     if (sent >= 0) return static_cast<size_t>(sent);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+    if (errno == EHOSTUNREACH || errno == ENETUNREACH) return std::nullopt;
+    if (isLostLinkError(errno)) throw Error(ErrorCategory::kTransport, lostLinkText(fd_, peer, peer_));
     throwErrno(ErrorCategory::kTransport, "sending to " + peer, errno);
   }
 }

@@ -92,6 +92,7 @@ class Socket {
 
  private:
   int fd_ = -1;
+  SocketAddress peer_;  // whom a connected socket reaches (kept: a socket whose link failed cannot tell)
 };
 
 }  // namespace loom::net

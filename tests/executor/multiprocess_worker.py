@@ -314,6 +314,52 @@ def announced_abort(aborter: int, where: str) -> None:
     comm.abort(wait_s=1.0)
 
 
+def link_loss(mode: str) -> None:
+    """Ranks on hosts joined by a link that the test cuts (tests/multihost): "calls": all-reduces in a loop until
+    one fails (a watchdog thread asks comm.error() meanwhile), then abort(1.0) is timed; "idle": no call, only
+    comm.error() every 50 ms until it answers; "flap": all-reduces for 8 s, through a short outage. Each
+    reports when and what."""
+    comm = loom.Communicator(host_only=True)
+    data = np.ones(1 << 16, np.float32)
+    comm.all_reduce(data)
+    comm.bootstrap.barrier()
+    print(f"READY {comm.rank}", flush=True)
+    started, calls, error, watched, watched_at, failed_at = time.time(), 0, "", "", None, None
+    if mode == "idle":
+        while time.time() - started < 25 and watched_at is None:
+            found = comm.error()
+            if found is not None:
+                watched, watched_at = str(found), time.time()
+            time.sleep(0.05)
+    else:
+        watch = ErrorWatch(comm.error)
+        try:
+            while True:
+                # Element 0 says whether this rank's time is up: the sum stops every rank after the same call.
+                fresh = np.full(1 << 16, calls % 7, np.float32)
+                fresh[0] = time.time() - started > (8 if mode == "flap" else 25)
+                comm.all_reduce(fresh)
+                assert np.all(fresh[1:] == comm.world_size * (calls % 7)), calls
+                calls += 1
+                if fresh[0] > 0:
+                    break
+        except loom.LoomError as failure:
+            failed_at, error = time.time(), f"{type(failure).__name__}: {failure}"
+        watch.stop()
+        watched, watched_at = watch.message or "", watch.at
+    aborting = time.monotonic()
+    comm.abort(wait_s=1.0)
+    report(
+        rank=comm.rank,
+        calls=calls,
+        failed_at=failed_at,
+        error=error,
+        watched=watched,
+        watched_at=watched_at,
+        abort_s=time.monotonic() - aborting,
+    )
+
+
 def disagree(kind: str) -> None:
     """The ranks make different calls; every rank must raise, none may hang."""
     comm = loom.Communicator(host_only=True)
@@ -568,6 +614,8 @@ def main() -> None:
         kill(int(args[0]), args[1] if len(args) > 1 else "packets")
     elif mode == "abort":
         abort()
+    elif mode == "link_loss":
+        link_loss(args[0])
     elif mode == "announced_abort":
         announced_abort(int(args[0]), args[1])
     elif mode == "disagree":

@@ -1,8 +1,9 @@
 """Emulated hosts for multi-host tests: network namespaces joined by veth links, on one machine.
 
-    with NamespacedHosts(2) as hosts:           # two namespaces, one veth link, 10.<x>.<y>.1 and .2
+    with NamespacedHosts(2) as hosts:           # two namespaces on one switch, 10.<x>.<y>.1 and .2
         processes = hosts.start_ranks(4, [sys.executable, "worker.py", "collectives"])
-    with NamespacedHosts(2, links=2) as hosts:  # two veth links between them, on two subnets
+        hosts.cut(); hosts.cut(False)           # the network between them fails, and comes back
+    with NamespacedHosts(2, links=2) as hosts:  # two separate networks between them, two subnets
         hosts.link_names[1], hosts.addresses_of_link[1], hosts.sent_bytes(host, link)
 
 Every namespace shares the machine's boot id and host name (as containers of one node do): only the
@@ -40,59 +41,61 @@ def namespaces_refused() -> str | None:
 
 
 class NamespacedHosts:
-    """``count`` network namespaces on one link (two: a veth pair; more: a bridge in the first). Two hosts may
-    have ``links`` veth pairs between them, each its own subnet: link ``k``'s interfaces are named with the
-    prefix ``link_names[k]`` in both namespaces."""
+    """``count`` network namespaces, each joined to a switch (a bridge in a namespace of its own) by a veth
+    link; with ``links`` > 1, that many separate switched networks, each its own subnet. Host ``h``'s end of
+    link ``k`` is named ``link_names[k] + str(h)``. ``cut`` drops everything at the switch, so that the
+    hosts' own interfaces and routes stay up, as when a cable or a switch between hosts fails."""
 
     def __init__(self, count: int, links: int = 1) -> None:
-        if links > 1 and count != 2:
-            raise ValueError("several links join two hosts only")
         self.count = count
         self.link_count = links
         tag = f"{os.getpid() % 10000}{secrets.token_hex(2)}"
         self.names = [f"loom{tag}h{index}" for index in range(count)]
-        base = f"10.{100 + os.getpid() % 100}.{secrets.randbelow(200) + 1}"
-        subnets = [f"{base.rsplit('.', 1)[0]}.{int(base.rsplit('.', 1)[1]) + k}" for k in range(links)]
+        self.switch = f"loom{tag}sw"
+        base = secrets.randbelow(200) + 1
+        subnets = [f"10.{100 + os.getpid() % 100}.{base + k}" for k in range(links)]
         self.addresses_of_link = [[f"{subnet}.{index + 1}" for index in range(count)] for subnet in subnets]
         self.addresses = self.addresses_of_link[0]
         self.link_names = [f"l{k}{tag}" for k in range(links)]
-        self.links = [f"{self.link_names[0]}{index}" for index in range(count)]
+        self.ports = [[f"s{k}{tag}{index}" for index in range(count)] for k in range(links)]
 
     def __enter__(self) -> NamespacedHosts:
         try:
-            for name in self.names:
+            for name in [*self.names, self.switch]:
                 _ip("netns", "add", name)
                 _ip("link", "set", "lo", "up", namespace=name)
-            if self.count == 2:
-                for link, prefix in enumerate(self.link_names):
-                    ends = [f"{prefix}{index}" for index in range(2)]
-                    _ip("link", "add", ends[0], "type", "veth", "peer", "name", ends[1])
-                    for index in range(2):
-                        self._attach(ends[index], index, self.addresses_of_link[link][index])
-            else:
-                _ip("link", "add", "br0", "type", "bridge", namespace=self.names[0])
-                _ip("link", "set", "br0", "up", namespace=self.names[0])
-                _ip("addr", "add", f"{self.addresses[0]}/24", "dev", "br0", namespace=self.names[0])
-                for index in range(1, self.count):
-                    outer, inner = f"{self.links[index]}a", f"{self.links[index]}b"
-                    _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-                    _ip("link", "set", outer, "netns", self.names[0])
-                    _ip("link", "set", outer, "master", "br0", namespace=self.names[0])
-                    _ip("link", "set", outer, "up", namespace=self.names[0])
-                    self._attach(inner, index, self.addresses[index])
+            for link in range(self.link_count):
+                bridge = f"br{link}"
+                _ip("link", "add", bridge, "type", "bridge", namespace=self.switch)
+                _ip("link", "set", bridge, "up", namespace=self.switch)
+                for host in range(self.count):
+                    port, end = self.ports[link][host], f"{self.link_names[link]}{host}"
+                    _ip("link", "add", port, "type", "veth", "peer", "name", end)
+                    _ip("link", "set", port, "netns", self.switch)
+                    _ip("link", "set", port, "master", bridge, namespace=self.switch)
+                    _ip("link", "set", port, "up", namespace=self.switch)
+                    _ip("link", "set", end, "netns", self.names[host])
+                    address = self.addresses_of_link[link][host]
+                    _ip("addr", "add", f"{address}/24", "dev", end, namespace=self.names[host])
+                    _ip("link", "set", end, "up", namespace=self.names[host])
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
-    def _attach(self, link: str, index: int, address: str) -> None:
-        _ip("link", "set", link, "netns", self.names[index])
-        _ip("addr", "add", f"{address}/24", "dev", link, namespace=self.names[index])
-        _ip("link", "set", link, "up", namespace=self.names[index])
-
     def __exit__(self, *_: object) -> None:
-        for name in self.names:  # deleting a namespace deletes the links in it
+        for name in [*self.names, self.switch]:  # deleting a namespace deletes the links in it
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=20)
+
+    def cut(self, cut: bool = True, link: int = 0) -> None:
+        """Cuts link ``link`` at the switch (``cut=False``: mends it): a token bucket of 8 bit/s holding one byte
+        on every switch port drops what the switch would forward (this kernel has no netem and no tc drop
+        action). The hosts' keepalive probes leave them and are lost on the way, as across a failed network."""
+        for port in self.ports[link]:
+            command = ["tc", "qdisc", "replace", "dev", port, "root", "tbf", "rate", "8bit", "burst", "1", "limit", "1"]
+            if not cut:
+                command = ["tc", "qdisc", "del", "dev", port, "root"]
+            subprocess.run(["ip", "netns", "exec", self.switch, *command], check=True, capture_output=True, timeout=20)
 
     def sent_bytes(self, host: int, link: int) -> int:
         """Bytes host ``host`` has sent on link ``link`` so far."""

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -91,6 +92,10 @@ class Bootstrap {
   // Tells every peer that this rank aborted its communicator (after abort(): this bootstrap takes part in
   // nothing more), waiting up to `waitMs`; their waits on it end, saying it aborted. Best effort.
   void announceAbort(int64_t waitMs);
+  // The peers whose link was lost, each with what the socket said (the link's addresses and interface);
+  // they count among lostPeers. Empty while a call holds the bootstrap (IfIdle: nullopt then).
+  std::map<int, std::string> lostLinks();
+  std::optional<std::map<int, std::string>> lostLinksIfIdle();
   // The peers that announced an abort (they count among departedPeers, not among lostPeers).
   std::vector<int> abortedPeers();
   std::optional<std::vector<int>> abortedPeersIfIdle();  // nullopt while a call holds the bootstrap
