@@ -100,6 +100,19 @@ struct Bootstrap::Impl {
   // The peers hear that this rank leaves on purpose, so that its closed connections are no failure to them
   // (Bootstrap::lostPeersIfIdle); best effort, briefly.
   ~Impl() { sayGoodbye(); }
+  // What `ask(messenger)` answers, under the lock (waiting for a call in flight); empty without a messenger.
+  template <typename Answer>
+  auto askMessenger(const Answer& ask) -> decltype(ask(*messenger)) {
+    std::lock_guard lock(mutex);
+    return messenger ? ask(*messenger) : decltype(ask(*messenger)){};
+  }
+  // The same when no other call holds the bootstrap; nullopt while one does (for watcher threads).
+  template <typename Answer>
+  auto askMessengerIfIdle(const Answer& ask) -> std::optional<decltype(ask(*messenger))> {
+    std::unique_lock lock(mutex, std::try_to_lock);
+    if (!lock.owns_lock()) return std::nullopt;
+    return messenger ? ask(*messenger) : decltype(ask(*messenger)){};
+  }
   // One message to every peer (connecting where there is no connection yet), waiting up to `waitMs` for the
   // lock (another thread of this rank may hold the bootstrap briefly) and for the words to go out.
   void tellEveryPeer(wire::Kind kind, uint32_t aux, std::span<const uint8_t> payload, int64_t waitMs) {
@@ -214,29 +227,19 @@ int64_t Bootstrap::timeoutMs() const { return impl_->timeoutMs; }
 void Bootstrap::abort() { impl_->aborted->store(true); }
 
 std::vector<int> Bootstrap::departedPeers() {
-  std::lock_guard lock(impl_->mutex);
-  if (!impl_->messenger) return {};
-  return impl_->messenger->departedPeers();
+  return impl_->askMessenger([](Messenger& m) { return m.departedPeers(); });
 }
 
 std::optional<std::vector<int>> Bootstrap::lostPeersIfIdle() {
-  std::unique_lock lock(impl_->mutex, std::try_to_lock);
-  if (!lock.owns_lock()) return std::nullopt;
-  if (!impl_->messenger) return std::vector<int>{};
-  return impl_->messenger->lostPeers();
+  return impl_->askMessengerIfIdle([](Messenger& m) { return m.lostPeers(); });
 }
 
 std::vector<int> Bootstrap::lostPeers() {
-  std::lock_guard lock(impl_->mutex);
-  if (!impl_->messenger) return {};
-  return impl_->messenger->lostPeers();
+  return impl_->askMessenger([](Messenger& m) { return m.lostPeers(); });
 }
 
 std::optional<std::vector<int>> Bootstrap::departedPeersIfIdle() {
-  std::unique_lock lock(impl_->mutex, std::try_to_lock);
-  if (!lock.owns_lock()) return std::nullopt;
-  if (!impl_->messenger) return std::vector<int>{};
-  return impl_->messenger->departedPeers();
+  return impl_->askMessengerIfIdle([](Messenger& m) { return m.departedPeers(); });
 }
 
 void Bootstrap::sayGoodbye() {
@@ -253,29 +256,19 @@ void Bootstrap::announceFailure(const Error& error, int64_t waitMs) {
 void Bootstrap::announceAbort(int64_t waitMs) { impl_->tellEveryPeer(wire::Kind::kAborted, 0, {}, waitMs); }
 
 std::map<int, std::string> Bootstrap::lostLinks() {
-  std::lock_guard lock(impl_->mutex);
-  if (!impl_->messenger) return {};
-  return impl_->messenger->lostLinks();
+  return impl_->askMessenger([](Messenger& m) { return m.lostLinks(); });
 }
 
 std::optional<std::map<int, std::string>> Bootstrap::lostLinksIfIdle() {
-  std::unique_lock lock(impl_->mutex, std::try_to_lock);
-  if (!lock.owns_lock()) return std::nullopt;
-  if (!impl_->messenger) return std::map<int, std::string>{};
-  return impl_->messenger->lostLinks();
+  return impl_->askMessengerIfIdle([](Messenger& m) { return m.lostLinks(); });
 }
 
 std::vector<int> Bootstrap::abortedPeers() {
-  std::lock_guard lock(impl_->mutex);
-  if (!impl_->messenger) return {};
-  return impl_->messenger->abortedPeers();
+  return impl_->askMessenger([](Messenger& m) { return m.abortedPeers(); });
 }
 
 std::optional<std::vector<int>> Bootstrap::abortedPeersIfIdle() {
-  std::unique_lock lock(impl_->mutex, std::try_to_lock);
-  if (!lock.owns_lock()) return std::nullopt;
-  if (!impl_->messenger) return std::vector<int>{};
-  return impl_->messenger->abortedPeers();
+  return impl_->askMessengerIfIdle([](Messenger& m) { return m.abortedPeers(); });
 }
 
 std::optional<std::pair<int, std::string>> Bootstrap::announcedFailureIfIdle() {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import loom
 import numpy as np
@@ -18,21 +19,16 @@ from loom import _native
 from loom.compiler.driver import compile_algorithm
 from loom.runtime.host_ranks import run_ranks
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from plan_mutants import drop_every_flush  # noqa: E402
+
 WORLD, PER_NODE, ELEMENTS = 4, 2, 3 * 4096 + 4
 
 
 def plans() -> dict[str, dict]:
     """The hierarchical all-reduce as compiled, and with every flush dropped."""
     text = compile_algorithm("allreduce_hierarchical", WORLD, PER_NODE, verify=False, min_message_size=0)
-    compiled = json.loads(text)
-    dropped = json.loads(text)
-    for gpu in dropped["gpus"]:
-        for block in gpu["threadblocks"]:
-            block["ops"] = [op for op in block["ops"] if op["op"] != "flush"]
-            for op in block["ops"]:
-                if op["op"] == "put_with_signal_and_flush":
-                    op["op"] = "put_with_signal"
-    return {"compiled": compiled, "flush_dropped": dropped}
+    return {"compiled": json.loads(text), "flush_dropped": drop_every_flush(json.loads(text))}
 
 
 def wrong_calls(plan: dict, calls: int) -> int:

@@ -144,16 +144,22 @@ def silent() -> None:
         comm.all_reduce(data)
         base.barrier()
         if base.rank == 0:
-            started = time.monotonic()
-            try:
-                comm.all_reduce(data)
-                error = ""
-            except loom.LoomError as failure:
-                error = f"{type(failure).__name__}: {failure}"
-            report(rank=0, elements=elements, seconds=time.monotonic() - started, error=error)
+            seconds, error = timed_all_reduce(comm, data)
+            report(rank=0, elements=elements, seconds=seconds, error=error)
         base.barrier()  # rank 1 stays until rank 0's call has ended
         comm.abort()
         bootstrap.close()
+
+
+def timed_all_reduce(comm: object, data: np.ndarray) -> tuple[float, str]:
+    """One all-reduce expected to fail: how long it took, and its error ("" when it did not fail)."""
+    started = time.monotonic()
+    try:
+        comm.all_reduce(data)
+        error = ""
+    except loom.LoomError as failure:
+        error = f"{type(failure).__name__}: {failure}"
+    return time.monotonic() - started, error
 
 
 def stopped(victim: int) -> None:
@@ -167,13 +173,8 @@ def stopped(victim: int) -> None:
         os.kill(os.getpid(), signal.SIGSTOP)
         return
     time.sleep(0.2)  # the victim is stopped by now
-    started = time.monotonic()
-    try:
-        comm.all_reduce(data)
-        error = ""
-    except loom.LoomError as failure:
-        error = f"{type(failure).__name__}: {failure}"
-    report(rank=comm.rank, seconds=time.monotonic() - started, error=error)
+    seconds, error = timed_all_reduce(comm, data)
+    report(rank=comm.rank, seconds=seconds, error=error)
     comm.abort(wait_s=1.0)
 
 

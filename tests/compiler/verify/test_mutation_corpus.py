@@ -16,13 +16,18 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from loom.algorithms import ALGORITHMS
 from loom.compiler.driver import compile_algorithm
 from loom.ir.shapes import inplace_alias
 from loom.verify import verify
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from plan_mutants import drop_flush  # noqa: E402
 
 SHAPES = ((4, None), (4, 2))
 KINDS = ("dropped flush", "write moved before flush", "relaxed signal publishing data", "missing thread sync")
@@ -62,7 +67,7 @@ def _mutants(plan: dict, kind: str) -> Iterator[tuple[str, dict, str | None]]:
         where = f"{op.get('loc', {}).get('file', '?')}:{op.get('loc', {}).get('line', '?')} ({op['op']}, site {number})"
         if kind == "dropped flush" and op["op"] in ("flush", "put_with_signal_and_flush"):
             why = _flush_equivalent(plan, gpu, ops, index)
-            yield where, _changed(plan, number, lambda ops, i: _drop_flush(ops, i)), why
+            yield where, _changed(plan, number, drop_flush), why
         elif kind == "write moved before flush" and op["op"] == "flush" and index + 1 < len(ops):
             why = _flush_equivalent(plan, gpu, ops, index)
             yield where, _changed(plan, number, lambda ops, i: ops.append(ops.pop(i))), why
@@ -119,13 +124,6 @@ def _flush_equivalent(plan: dict, gpu: dict, ops: list[dict], index: int) -> str
         if _local(plan, gpu, written) & sent:
             return None
     return "nothing after the flush writes what was sent, and the executor flushes every port channel at a block's end"
-
-
-def _drop_flush(ops: list[dict], index: int) -> None:
-    if ops[index]["op"] == "flush":
-        ops.pop(index)
-    else:
-        ops[index]["op"] = "put_with_signal"
 
 
 def _changed(plan: dict, number: int, change) -> dict:

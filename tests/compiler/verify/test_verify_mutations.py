@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
+from pathlib import Path
 
 import pytest
+from loom.assembly import assemble_file
 from loom.compiler.driver import compile_algorithm
 from loom.verify import verify
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from plan_mutants import drop_every_flush  # noqa: E402
 
 
 @functools.cache
@@ -223,13 +229,7 @@ def test_reduce_packet_without_the_roots_word_overwrites_unread_packets():
 def _port_mutants():
     """(what, plan): allreduce_hierarchical for 2 nodes of 2 with its flushes dropped, and with each flush moved
     after the op that follows it."""
-    dropped = _plan("allreduce_hierarchical", 4, 2)
-    for gpu in dropped["gpus"]:
-        for tb in gpu["threadblocks"]:
-            tb["ops"] = [op for op in tb["ops"] if op["op"] != "flush"]
-            for op in tb["ops"]:
-                if op["op"] == "put_with_signal_and_flush":
-                    op["op"] = "put_with_signal"
+    dropped = drop_every_flush(_plan("allreduce_hierarchical", 4, 2))
     moved = _plan("allreduce_hierarchical", 4, 2)
     for gpu in moved["gpus"]:
         for tb in gpu["threadblocks"]:
@@ -285,3 +285,15 @@ def test_two_thread_blocks_waiting_on_one_channel_are_refused():
     blocks[0]["ops"].append(dict(next(op for op in blocks[1]["ops"] if op["op"] == "wait")))
     found = [f for f in _only(verify(plan, calls=3), "deadlock") if "waits too" in f.message]
     assert found and "the executor needs every channel's waits in one thread block" in found[0].message, found
+
+
+def test_two_thread_blocks_acquiring_one_semaphore_are_refused():
+    # allreduce_2r_2tb (the verifier's corpus): tb 1 acquires the semaphore tb 0 releases; a second acquirer in
+    # tb 0 makes which acquire takes which release depend on timing.
+    plan = assemble_file(Path(__file__).with_name("data") / "allreduce_2r_2tb.txt")
+    blocks = next(g for g in plan["gpus"] if g["id"] == 0)["threadblocks"]
+    acquire = next(op for tb in blocks for op in tb["ops"] if op["op"] == "sem_acquire")
+    other = next(tb for tb in blocks if acquire not in tb["ops"])
+    other["ops"].append(dict(acquire))
+    found = [f for f in _only(verify(plan, calls=3), "deadlock") if "acquires too" in f.message]
+    assert found and f"sem{acquire['semaphores'][0]}" in found[0].message, found
