@@ -126,7 +126,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             scope = (
                 "; no postcondition: races, deadlocks, bounds and packets only" if plan["collective"] == "test" else ""
             )
-            print(f"ok      {path} ({shape}; {args.calls} calls{scope})")
+            print(f"ok      {path} ({shape}; {args.calls} calls, and every later one{scope})")
     return 1 if failed else 0
 
 
@@ -326,7 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--calls",
         type=int,
         default=3,
-        help="consecutive calls to run (default 3, as loom compile: the third reuses ll scratch)",
+        help="consecutive calls to run with ranks running ahead (default 3, as loom compile: the third reuses ll"
+        " scratch); the inductive step vouches for every later call",
     )
     verify.add_argument("--all", action="store_true", help="show every finding (default: 5 per category and rank)")
     verify.add_argument("-q", "--quiet", action="store_true", help="print only failures")

@@ -19,6 +19,7 @@ from fractions import Fraction
 
 from loom.errors import InvalidArgumentError
 from loom.ir.model import SAMPLED_UNIT_CHUNKS
+from loom.verify.induction import prove_every_call
 from loom.verify.program import Program, has_unit_pipelines
 from loom.verify.report import CATEGORIES, Finding, FindingLog, VerificationError, format_findings, summary
 from loom.verify.schedule import Executor
@@ -42,7 +43,9 @@ def verify(plan: dict | str | os.PathLike[str], *, calls: int = DEFAULT_CALLS) -
         raise InvalidArgumentError(f"calls must be a positive integer, got {calls!r}")
     log = FindingLog()
     for unit_chunks in SAMPLED_UNIT_CHUNKS if has_unit_pipelines(plan) else (Fraction(1),):
-        Executor(Program(plan, log, unit_chunks), calls, log).run()
+        program = Program(plan, log, unit_chunks)
+        Executor(program, calls, log).run()
+        prove_every_call(program, log)  # and every call after those: the inductive step
     return log.sorted()
 
 

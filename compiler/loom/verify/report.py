@@ -12,8 +12,8 @@ from typing import Protocol
 from loom.errors import LoomError
 
 # In report order: causes first (a reference outside the plan, a hang, misused packets, a race),
-# then what they lead to (wrong results).
-CATEGORIES = ("bounds", "deadlock", "packet", "race", "postcondition")
+# then what they lead to (wrong results), then a plan whose later calls the run does not vouch for.
+CATEGORIES = ("bounds", "deadlock", "packet", "race", "postcondition", "calls")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ races ahead into the next call and overwrites a slower peer's buffers shows up a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from loom.verify.block_threads import BlockThreads, syncs_after, syncs_before
 from loom.verify.contents import MAILBOX_ENTRY, Contents, Value
 from loom.verify.dataflow import packets_ready, polled_keys
@@ -36,10 +38,14 @@ def proxy_of(block: tuple, channel: int) -> tuple:
 
 
 class Executor:
-    def __init__(self, program: Program, calls: int, log: FindingLog) -> None:
+    def __init__(self, program: Program, calls: int, log: FindingLog, lockstep: bool = False) -> None:
+        """``lockstep``: every rank ends a call before any starts the next (induction.py), and
+        ``at_call_start(call)`` runs when all have passed that boundary; True from it ends the run there."""
         self.program = program
         self.calls = calls
         self.log = log
+        self.lockstep = lockstep
+        self.at_call_start: Callable[[int], bool] | None = None
         self.clocks = HappensBefore()
         self.memory = Memory(program, self.clocks, log)
         self.sync = Sync(program)
@@ -68,15 +74,18 @@ class Executor:
                     pc += 1
                     progress = True
                 self.pc[block] = pc
-            for rank, call in self.call.items():
-                if call < self.calls and all(
-                    self.pc[(rank, tb)] == len(self.program.blocks[(rank, tb)]) for tb in self.tbs[rank]
-                ):
-                    self.call[rank] = call + 1
-                    self._boundary(rank, call + 1)
-                    for tb in self.tbs[rank]:
-                        self.pc[(rank, tb)] = 0
-                    progress = True
+            ended = [rank for rank, call in self.call.items() if call < self.calls and self._call_done(rank)]
+            if self.lockstep and len(ended) < len(self.call):
+                ended = []
+            for rank in ended:
+                call = self.call[rank] + 1
+                self.call[rank] = call
+                self._boundary(rank, call)
+                for tb in self.tbs[rank]:
+                    self.pc[(rank, tb)] = 0
+                progress = True
+            if self.lockstep and ended and self.at_call_start is not None and self.at_call_start(call):
+                self.calls = call
             if all(call >= self.calls for call in self.call.values()):
                 for step, what in self.sync.leftovers(self.calls):
                     self.log.add(finding_at(step, "race", what), kind="left over")
@@ -84,6 +93,9 @@ class Executor:
             if not progress:
                 explain_deadlock(self)
                 return
+
+    def _call_done(self, rank: int) -> bool:
+        return all(self.pc[(rank, tb)] == len(self.program.blocks[(rank, tb)]) for tb in self.tbs[rank])
 
     def blocked_step(self, block: tuple[int, int]) -> Step | None:
         """The step ``block`` is stuck at, or None when it has finished its current call."""
