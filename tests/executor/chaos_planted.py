@@ -38,7 +38,7 @@ def wrong_calls(plan: dict, calls: int) -> int:
     data = [[rng.integers(-8, 8, ELEMENTS).astype(np.float32) for _ in range(WORLD)] for _ in range(calls)]
 
     def body(bootstrap):
-        executor = loom.Executor(_native.Communicator(bootstrap, host_only=True))
+        executor = loom.Executor(_native.Communicator(bootstrap, host_only=True), verified=False)
         wrong = []
         for call in range(calls):
             output = np.zeros(ELEMENTS, np.float32)

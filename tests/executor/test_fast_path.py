@@ -57,7 +57,7 @@ def _outputs(plan, calls: list[tuple[str, int, int]], generic: bool) -> list[lis
 
     def body(bootstrap):
         communicator = _native.Communicator(bootstrap, host_only=True)
-        executor = loom.Executor(communicator)
+        executor = loom.Executor(communicator, verified=False)
         rank = communicator.rank
         out = []
         for dtype, nbytes, seed in calls:

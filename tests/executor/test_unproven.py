@@ -29,7 +29,7 @@ def cache(tmp_path, monkeypatch):
 
 def _refuted(name: str = "refuted_allgather") -> str:
     """allgather_fullmesh for 2 ranks without rank 1's waits: it reads its output before rank 0's data lands."""
-    plan = json.loads(compile_algorithm("allgather_fullmesh", 2, plan_name=name, verify=False))
+    plan = json.loads(compile_algorithm("allgather_fullmesh", 2, plan_name=name, verify=False, min_message_size=0))
     for gpu in plan["gpus"]:
         if gpu["id"] == 1:
             for tb in gpu["threadblocks"]:
@@ -53,13 +53,15 @@ def test_register_plan_refuses_a_refuted_plan_naming_the_finding(cache, capfd):
 
 
 def test_a_proven_plan_is_certified_once(cache):
-    text = compile_algorithm("allgather_fullmesh", 2, plan_name="proven_allgather")
+    text = compile_algorithm("allgather_fullmesh", 2, plan_name="proven_allgather", verify=False)
     assert not certified(text)
     loom.register_plan(_native.Plan.parse(text))
     assert certified(text)
     assert (cache / "verified" / certificate_name(text)).is_file()
     changed = text.replace('"proven_allgather"', '"proven_allgather_2"')
     assert not certified(changed)  # any change to the text, any change to the verifier: a new name
+    compiled = compile_algorithm("allgather_fullmesh", 2, plan_name="compiled_allgather")
+    assert certified(compiled)  # compiling with verification certifies what it emits
 
 
 def test_a_refuted_plan_in_the_jit_cache_is_compiled_anew(cache, capfd):
@@ -90,3 +92,73 @@ print("registered", _native.registry_find("planted_allgather") is not None)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "registered False" in done.stdout
     assert "planted.json: not a plan the installer wrote" in done.stderr, done.stderr[-3000:]
+
+
+def _run_two_ranks(body) -> list:
+    from loom.runtime.host_ranks import run_ranks
+
+    results = run_ranks(2, _native.UniqueId.create("127.0.0.1"), body, timeout_ms=60000)
+    for result in results.values():
+        if isinstance(result, Exception):
+            raise result
+    return list(results.values())
+
+
+def test_executor_execute_runs_only_proven_plans(cache, capfd):
+    """A plan handed straight to loom.Executor (a path or a loom.Plan) is proven the first time; a refuted one
+    is refused before anything runs, naming the finding; ``verified=False`` runs it with a warning once."""
+    import numpy as np
+
+    refuted = cache / "refuted.json"
+    refuted.write_text(_refuted("refuted_direct"))
+    proven = cache / "proven.json"
+    proven.write_text(compile_algorithm("allgather_fullmesh", 2, plan_name="proven_allgather", min_message_size=0))
+
+    def body(bootstrap):
+        communicator = _native.Communicator(bootstrap, host_only=True)
+        rank = communicator.rank
+        data, out = np.full(4, rank + 1, np.float32), np.zeros(8, np.float32)
+        outcome = []
+        for plan in (str(refuted), _native.Plan.parse(refuted.read_text())):
+            try:
+                loom.Executor(communicator).execute(plan, data, out)
+                outcome.append("ran")
+            except VerificationError as error:
+                outcome.append(str(error))
+        executor = loom.Executor(communicator)
+        executor.execute(str(proven), data, out)
+        executor.execute(str(proven), data, out)  # proven once per plan object: the second is a lookup
+        outcome.append(out.tolist())
+        unproven = loom.Executor(communicator, verified=False)
+        for _ in range(2):
+            unproven.execute(str(refuted), data, np.zeros(8, np.float32))  # may compute wrong: nothing checks it
+        return outcome
+
+    results = _run_two_ranks(body)
+    for outcome in results:
+        assert all("refuted_direct" in text and "fails verification" in text for text in outcome[:2]), outcome
+        assert outcome[2] == [1.0] * 4 + [2.0] * 4
+    warnings = capfd.readouterr().err
+    assert warnings.count("plan 'refuted_direct' runs unproven (loom.Executor(..., verified=False))") == 1, warnings
+
+
+def test_a_selector_that_returns_an_unregistered_plan_gets_it_proven(cache):
+    """A custom selector may return any loom.Plan: one the verifier refutes does not run."""
+    import numpy as np
+
+    refuted = _native.Plan.parse(_refuted())
+    loom.set_selector(lambda request: refuted if request.collective == "allgather" else None)
+    try:
+
+        def body(bootstrap):
+            communicator = loom.Communicator(bootstrap, host_only=True)
+            try:
+                communicator.all_gather(np.zeros(8, np.float32), np.ones(4, np.float32))
+                return "ran"
+            except VerificationError as error:
+                return str(error)
+
+        for outcome in _run_two_ranks(body):
+            assert "refuted_allgather" in outcome and "the selector's choice" in outcome, outcome
+    finally:
+        loom.set_selector(None)

@@ -18,15 +18,18 @@ from collections.abc import Callable
 from loom.errors import InvalidArgumentError
 from loom.native import native_module
 from loom.runtime.counted import entries_pointer
+from loom.runtime.proven_plans import allow_unproven, require_proven
 from loom.runtime.tensors import BufferView, buffer_view, stream_handle, writable
 
 OPS = ("sum", "min", "max")
 
 
 class Executor:
-    def __init__(self, communicator: object, *, share_proxy_of: Executor | None = None) -> None:
+    def __init__(self, communicator: object, *, share_proxy_of: Executor | None = None, verified: bool = True) -> None:
         """``share_proxy_of``: the executor of the communicator this one was split from; on the same device
-        both use one proxy thread for their port channels."""
+        both use one proxy thread for their port channels. ``verified``: a plan given to ``execute`` runs only
+        when proven (its certificate, or the verifier passes it the first time; VerificationError otherwise);
+        ``False`` runs plans unproven, with a warning once per plan."""
         native = native_module()
         if not isinstance(communicator, native.Communicator):
             raise InvalidArgumentError(
@@ -35,6 +38,7 @@ class Executor:
         self.communicator = communicator
         self._native = native.Executor(communicator, share_proxy_of._native if share_proxy_of else None)
         self._plans: dict[str, object] = {}
+        self._verified = verified
         # Fixed for the communicator, and asked on every call (each a call into the native layer otherwise).
         self._cuda_device = communicator.cuda_device
         self._on_gpu = self._native.on_gpu
@@ -147,15 +151,22 @@ class Executor:
         return self.on_gpu and self._native.capturing(stream)
 
     def _plan(self, plan: object) -> object:
+        """The loom.Plan to run, proven (proven_plans.py) unless this executor was made with ``verified=False``."""
         native = native_module()
-        if isinstance(plan, native.Plan):
-            return plan
         if isinstance(plan, (str, os.PathLike)):
             path = os.fspath(plan)
             if path not in self._plans:
                 self._plans[path] = native.Plan.load(path)
-            return self._plans[path]
-        raise InvalidArgumentError(f"plan: expected a loom.Plan or a plan file path, got {type(plan).__name__}")
+            plan, origin = self._plans[path], path
+        elif isinstance(plan, native.Plan):
+            origin = f"loom.Executor.execute({plan.name!r})"
+        else:
+            raise InvalidArgumentError(f"plan: expected a loom.Plan or a plan file path, got {type(plan).__name__}")
+        if self._verified:
+            require_proven(plan, origin)
+        else:
+            allow_unproven(plan, "loom.Executor(..., verified=False)")
+        return plan
 
     def _check(self, plan: object, source: BufferView, target: BufferView) -> None:
         _, output_bytes = native_module().plan_buffer_bytes(plan, source.nbytes)

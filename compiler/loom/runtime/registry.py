@@ -26,7 +26,8 @@ from typing import Any
 from loom.compiler.jit import JitPlan
 from loom.errors import InvalidArgumentError
 from loom.native import native_module
-from loom.verify.certificate import prove, warn_unproven
+from loom.runtime.proven_plans import allow_unproven, mark_proven, require_proven
+from loom.verify.certificate import prove
 
 _fallback: Callable[..., Any] | None = None
 # The JSON of user plans registered from a file or from loom.compile, by registered name (loom tune writes
@@ -82,8 +83,9 @@ def register_plan(
     if verified:
         # Nothing unproven runs: this verifier's certificate for this text, or a verification now.
         prove(text, f"register_plan({loaded.name!r})")
+        mark_proven(loaded)
     else:
-        warn_unproven(loaded.name)
+        allow_unproven(loaded, "registered with verified=False")
     entry = native_module().registry_add(
         loaded,
         name=name,
@@ -119,7 +121,21 @@ def set_selector(selector: Callable[[Any], Any] | None) -> None:
     """Use ``selector(request)`` for every selection (``None``: the default selector again)."""
     if selector is not None and not callable(selector):
         raise InvalidArgumentError(f"selector: expected a callable or None, got {type(selector).__name__}")
-    native_module().registry_set_selector(selector)
+    native_module().registry_set_selector(None if selector is None else _proving(selector))
+
+
+def _proving(selector: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``selector``, with a loom.Plan it returns that is not registered proven before it runs (once per plan
+    object; a selection is cached per request)."""
+    plan_type = native_module().Plan
+
+    def select(request: Any) -> Any:
+        chosen = selector(request)
+        if isinstance(chosen, plan_type):
+            require_proven(chosen, f"the selector's choice {chosen.name!r}")
+        return chosen
+
+    return select
 
 
 def set_fallback(fallback: Callable[..., Any] | None) -> None:

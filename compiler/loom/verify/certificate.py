@@ -17,6 +17,7 @@ import json
 import os
 import stat
 import sys
+import threading
 from pathlib import Path
 
 from loom.errors import PlanError
@@ -43,16 +44,30 @@ def certificate_name(text: str) -> str:
 
 
 def _marker(text: str, store: Path | None) -> Path:
-    return (Path(cache_root()) / "verified" if store is None else store) / certificate_name(text)
+    return _store(store) / certificate_name(text)
+
+
+def _store(store: Path | None) -> Path:
+    return Path(cache_root()) / "verified" if store is None else store
 
 
 def certified(text: str, store: Path | None = None) -> bool:
     """Whether this verifier has passed exactly ``text`` before (a regular file, never through a link).
     ``store``: the folder of certificates (default ``<cache root>/verified``)."""
+    name = certificate_name(text)
+    if name in _CERTIFIED_HERE:
+        return True
     try:
-        return stat.S_ISREG(os.lstat(_marker(text, store)).st_mode)
+        return stat.S_ISREG(os.lstat(_store(store) / name).st_mode)
     except OSError:
         return False
+
+
+# What this process proved: certified even where the cache cannot be written.
+_CERTIFIED_HERE: set[str] = set()
+
+# Ranks that are threads of one process prove the same plan at once: one verifies, the others wait for it.
+_PROVING = threading.Lock()
 
 
 def prove(text: str, origin: str, store: Path | None = None) -> None:
@@ -60,6 +75,13 @@ def prove(text: str, origin: str, store: Path | None = None) -> None:
     certifying it); raise VerificationError naming ``origin`` and the verifier's first finding otherwise."""
     if certified(text, store):
         return
+    with _PROVING:
+        if certified(text, store):
+            return
+        _verify_and_certify(text, origin, store)
+
+
+def _verify_and_certify(text: str, origin: str, store: Path | None) -> None:
     from loom.verify import verify
 
     try:
@@ -75,6 +97,7 @@ def prove(text: str, origin: str, store: Path | None = None) -> None:
 
 def record_proof(text: str, store: Path | None = None) -> None:
     """Certify ``text``, which this verifier has just passed (the compiler's own verification)."""
+    _CERTIFIED_HERE.add(certificate_name(text))
     marker = _marker(text, store)
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
@@ -89,11 +112,11 @@ def record_proof(text: str, store: Path | None = None) -> None:
 _WARNED: set[str] = set()
 
 
-def warn_unproven(name: str) -> None:
-    """Once per plan: it runs without proof because the caller asked for that."""
+def warn_unproven(name: str, how: str = "registered with verified=False") -> None:
+    """Once per plan: it runs without proof because the caller asked for that (``how``)."""
     if name not in _WARNED:
         _WARNED.add(name)
-        print(f"loom: warning: plan '{name}' runs unproven (registered with verified=False)", file=sys.stderr)
+        print(f"loom: warning: plan '{name}' runs unproven ({how})", file=sys.stderr)
 
 
 __all__ = ["certificate_name", "certified", "prove", "record_proof", "verifier_identity", "warn_unproven"]
