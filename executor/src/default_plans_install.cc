@@ -5,13 +5,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "gzip.hpp"
 #include "loom/default_plans.hpp"
@@ -106,6 +110,59 @@ bool holds(const std::optional<std::string>& existing, const std::string& json) 
   } catch (const Error&) {
     return false;  // damaged, or longer than the plan: written again
   }
+}
+
+struct InstalledPlan {
+  std::string path;
+  std::optional<PlanIndexEntry> entry;  // none for a plan that does not decode
+};
+
+// One bundled plan into `target`: decompressed, compressed and decoded (for its index entry) on its own, so
+// that plans install in parallel.
+InstalledPlan installOne(const std::string& source, const std::string& target, bool force) {
+  const std::optional<std::string> raw = readFile(source);
+  if (!raw) throw systemError("cannot read", source, errno);
+  const std::string json = isGzip(*raw) ? gzipDecompress(*raw, maxPlanBytes(), source) : *raw;
+  const fs::path destination = fs::path(target) / installedName(fs::path(source).filename().string());
+  std::optional<std::string> existing = readFile(destination);
+  if (force || !holds(existing, json)) {
+    existing = isGzip(*raw) ? *raw : gzipCompress(json);
+    writeAtomically(destination, *existing);
+  }
+  InstalledPlan result{destination.string(), std::nullopt};
+  // A bundled plan that does not decode is installed all the same, but left out of the index: the
+  // registry then decodes it when it loads the folder, and reports why it skips it.
+  try {
+    const Plan plan = Plan::parse(json, source);
+    result.entry =
+        PlanIndexEntry{destination.filename().string(), existing->size(), planInfoFrom(plan, PlanSource::kBundled)};
+  } catch (const Error&) {
+  }
+  return result;
+}
+
+// work(0 .. count - 1) on up to 8 threads (the cores there are); the first exception is rethrown after all end.
+void forEachInParallel(size_t count, const std::function<void(size_t)>& work) {
+  const size_t threads = std::min<size_t>({count, 8, std::max(1u, std::thread::hardware_concurrency())});
+  std::atomic<size_t> next{0};
+  std::mutex failureMutex;
+  std::exception_ptr failure;
+  auto run = [&] {
+    for (size_t i = next++; i < count; i = next++) {
+      try {
+        work(i);
+      } catch (...) {
+        std::lock_guard lock(failureMutex);
+        if (!failure) failure = std::current_exception();
+        next = count;  // the others stop at their next item
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(run);
+  run();
+  for (std::thread& thread : pool) thread.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 // flock on <target>/.install.lock, held for the object's life: ranks of one host that all find no
@@ -209,27 +266,13 @@ std::vector<std::string> installDefaultPlans(const std::string& bundled, const s
   fs::create_directories(target, error);
   if (error) throw systemError("cannot create", target, error.value());
 
+  std::vector<InstalledPlan> results(sources.size());
+  forEachInParallel(sources.size(), [&](size_t i) { results[i] = installOne(sources[i], target, force); });
   std::vector<std::string> installed;
   std::vector<PlanIndexEntry> index;
-  for (const std::string& source : sources) {
-    const std::optional<std::string> raw = readFile(source);
-    if (!raw) throw systemError("cannot read", source, errno);
-    const std::string json = isGzip(*raw) ? gzipDecompress(*raw, maxPlanBytes(), source) : *raw;
-    const fs::path destination = fs::path(target) / installedName(fs::path(source).filename().string());
-    std::optional<std::string> existing = readFile(destination);
-    if (force || !holds(existing, json)) {
-      existing = isGzip(*raw) ? *raw : gzipCompress(json);
-      writeAtomically(destination, *existing);
-    }
-    installed.push_back(destination.string());
-    // A bundled plan that does not decode is installed all the same, but left out of the index: the
-    // registry then decodes it when it loads the folder, and reports why it skips it.
-    try {
-      const Plan plan = Plan::parse(json, source);
-      index.push_back(
-          PlanIndexEntry{destination.filename().string(), existing->size(), planInfoFrom(plan, PlanSource::kBundled)});
-    } catch (const Error&) {
-    }
+  for (InstalledPlan& result : results) {
+    installed.push_back(std::move(result.path));
+    if (result.entry) index.push_back(std::move(*result.entry));
   }
 
   std::set<std::string> names;

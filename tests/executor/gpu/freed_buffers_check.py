@@ -36,7 +36,9 @@ def arguments() -> argparse.Namespace:
 
 def check_rank(bootstrap, args: argparse.Namespace) -> int:
     rank, world = bootstrap.rank, bootstrap.world_size
-    executor = loom.Executor(_native.Communicator(bootstrap))
+    executor = loom.Executor(
+        _native.Communicator(bootstrap), verified=False
+    )  # plans proven where built: this checks the GPU executor
     failures = 0
     for path, plan, size in ranks.out_of_place_plans(args.plans, world, args.size):
         seed = zlib.crc32(path.name.encode())

@@ -37,7 +37,9 @@ def plan_of(world: int, name: str = "allreduce_allpairs_packet", **options):
 
 def check_rank(bootstrap, args: argparse.Namespace) -> int:
     rank, world = bootstrap.rank, bootstrap.world_size
-    executor = loom.Executor(_native.Communicator(bootstrap))
+    executor = loom.Executor(
+        _native.Communicator(bootstrap), verified=False
+    )  # plans proven where built: this checks the GPU executor
     plan = plan_of(world)
     captured = []
     for index in range(GRAPHS):
