@@ -61,7 +61,8 @@ def test_a_proven_plan_is_certified_once(cache):
     changed = text.replace('"proven_allgather"', '"proven_allgather_2"')
     assert not certified(changed)  # any change to the text, any change to the verifier: a new name
     compiled = compile_algorithm("allgather_fullmesh", 2, plan_name="compiled_allgather")
-    assert certified(compiled)  # compiling with verification certifies what it emits
+    assert certified(compiled)  # compiling with verification proves it for this process
+    assert not (cache / "verified" / certificate_name(compiled)).exists()  # and writes nothing
 
 
 def test_a_refuted_plan_in_the_jit_cache_is_compiled_anew(cache, capfd):

@@ -191,12 +191,12 @@ def _verified(text: str, verify: bool) -> str:
     """``text``, after the plan verifier found nothing wrong with it (when ``verify``)."""
     if verify:
         from loom.verify import DEFAULT_CALLS, check
-        from loom.verify.certificate import record_proof
+        from loom.verify.certificate import remember_proof
 
         # Three calls: the third is the first to reuse the half of an ll plan's double-buffered
         # scratch that the first used, so a peer running two calls ahead shows up.
         check(json.loads(text), calls=DEFAULT_CALLS)
-        record_proof(text)  # proven: running it later (register_plan, loom.Executor) costs a hash
+        remember_proof(text)  # proven in this process: running it later (register_plan, loom.Executor) is a lookup
     return text
 
 

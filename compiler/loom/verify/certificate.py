@@ -95,9 +95,14 @@ def _verify_and_certify(text: str, origin: str, store: Path | None) -> None:
     record_proof(text, store)
 
 
+def remember_proof(text: str) -> None:
+    """This process has just verified ``text``: proven for the rest of its life, with no file written."""
+    _CERTIFIED_HERE.add(certificate_name(text))
+
+
 def record_proof(text: str, store: Path | None = None) -> None:
     """Certify ``text``, which this verifier has just passed (the compiler's own verification)."""
-    _CERTIFIED_HERE.add(certificate_name(text))
+    remember_proof(text)
     marker = _marker(text, store)
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
@@ -119,4 +124,12 @@ def warn_unproven(name: str, how: str = "registered with verified=False") -> Non
         print(f"loom: warning: plan '{name}' runs unproven ({how})", file=sys.stderr)
 
 
-__all__ = ["certificate_name", "certified", "prove", "record_proof", "verifier_identity", "warn_unproven"]
+__all__ = [
+    "certificate_name",
+    "certified",
+    "prove",
+    "record_proof",
+    "remember_proof",
+    "verifier_identity",
+    "warn_unproven",
+]
