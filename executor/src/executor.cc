@@ -31,6 +31,7 @@
 #include "loom/proxy_service.hpp"
 #include "loom/rank_list.hpp"
 #include "op_context.hpp"
+#include "op_spec.hpp"
 #include "packet_writer.hpp"
 #include "plan_cache.hpp"
 #include "plan_resources.hpp"
@@ -50,28 +51,32 @@ void collectReduceOps(const std::vector<Op>& ops, std::set<ReduceOp>& found) {
   }
 }
 
-// Whether any rank reaches a peer's input or output (not only scratch) or uses port channels (whose
-// proxy copies out of registered memory): then a context holds the user's buffers and is keyed by
-// them, and new buffers are a setup step every rank must take at the same call.
+// Whether any rank reaches a peer's input or output (not only scratch) or has a port channel's proxy copy out
+// of its own buffers (a put, or a reduction it sends): then a context holds the user's buffers and is keyed by
+// them, and new buffers are a setup step every rank must take at the same call. Packets over a port channel do
+// not: they are packed into the channel's staging area and land in the peer's scratch, so a small all-reduce
+// across hosts meets its peers only through its packets, not in a per-call exchange of buffers besides.
 bool bindsUserBuffers(const Plan& plan) {
-  std::function<bool(const std::vector<Op>&)> reaches = [&](const std::vector<Op>& ops) {
-    for (const Op& op : ops) {
-      std::vector<ChunkRef> refs = op.srcs;
-      refs.insert(refs.end(), op.dsts.begin(), op.dsts.end());
-      for (const auto& ref : {op.src, op.dst, op.packetDst}) {
-        if (ref) refs.push_back(*ref);
-      }
-      for (const ChunkRef& ref : refs) {
-        if (ref.isRemote() && ref.buffer != BufferType::kScratch) return true;
-      }
-      if (reaches(op.body)) return true;
-    }
-    return false;
-  };
   for (const GpuProgram& gpu : plan.gpus) {
+    std::set<int> ports;
     for (const Channel& channel : gpu.channels) {
-      if (channel.type == ChannelType::kPort) return true;
+      if (channel.type == ChannelType::kPort) ports.insert(int(channel.id));
     }
+    std::function<bool(const std::vector<Op>&)> reaches = [&](const std::vector<Op>& ops) {
+      for (const Op& op : ops) {
+        std::vector<ChunkRef> refs = op.srcs;
+        refs.insert(refs.end(), op.dsts.begin(), op.dsts.end());
+        for (const auto& ref : {op.src, op.dst, op.packetDst}) {
+          if (ref) refs.push_back(*ref);
+        }
+        for (const ChunkRef& ref : refs) {
+          if (ref.isRemote() && ref.buffer != BufferType::kScratch) return true;
+          if (ref.isRemote() && ports.count(int(ref.channel)) != 0 && !opSpec(op.type).packet) return true;
+        }
+        if (reaches(op.body)) return true;
+      }
+      return false;
+    };
     for (const ThreadBlock& tb : gpu.threadblocks) {
       if (reaches(tb.ops)) return true;
     }

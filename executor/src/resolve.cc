@@ -270,13 +270,20 @@ class Resolver {
   // last flush.
   void flushAtEnd() {
     if (unflushed_.empty()) return;
+    opType_ = OpType::kFlush;
+    finishPortReads();
+  }
+
+  // A reads-only flush of every port channel put on since its last flush: the proxy no longer reads this
+  // rank's memory for them.
+  void finishPortReads() {
+    if (unflushed_.empty()) return;
     std::vector<Range> channels;
     for (uint16_t channel : unflushed_) {
       Range r;
       r.operand.channel = channel;
       channels.push_back(r);
     }
-    opType_ = OpType::kFlush;
     push(OpCode::kFlush, device::kOpSyncBefore | device::kOpSyncAfter | device::kOpReadsOnly, channels, {}, 0);
     unflushed_.clear();
   }
@@ -559,12 +566,14 @@ class Resolver {
       packed.insert(packed.end(), stagedPackets.begin(), stagedPackets.end());
       push(OpCode::kTransfer, reduces ? device::kOpReduces : 0, srcs, packed, bytes);
       const uint64_t packetBytes = (bytes + 7) / 8 * 16;
-      // Flushed: the same staging bytes are packed again two calls later (LL halves alternate), and
-      // the proxy may still be reading them then (a TCP send, an RDMA read of the source).
       for (size_t i = 0; i < portDsts.size(); ++i) {
-        push(OpCode::kPortPut, device::kOpSyncBefore | device::kOpPortFlush, {stagedPackets[i]}, {portDsts[i]},
-             packetBytes);
+        push(OpCode::kPortPut, device::kOpSyncBefore, {stagedPackets[i]}, {portDsts[i]}, packetBytes);
       }
+      // The same staging bytes are packed again two calls later (LL halves alternate), and the proxy may still
+      // be reading them then (an RDMA write reads them as it goes): wait until it no longer reads them. Not a
+      // full flush: over TCP that waits for the peer's acknowledgement, a round trip, where a send has copied
+      // them already; the receiver polls the packets' flags and needs nothing more.
+      finishPortReads();
       return;
     }
     // The proxy copies from this rank's memory: a plain put sends its source, a reduction first

@@ -126,3 +126,39 @@ def test_a_flap_shorter_than_the_link_timeout_does_not_fail_the_job(link_timeout
     assert codes == [0, 0, 0, 0], output[-6000:]
     for rank, (record,) in sorted(results(output).items()):
         assert record["error"] == "" and record["calls"] > 10, (rank, record)
+
+
+@pytest.mark.timeout(300)
+def test_every_collective_across_three_hosts_through_a_lossy_delaying_switch(tmp_path):
+    # Three hosts of two ranks on link_forwarder.py: 200 us each way and 1% of frames dropped (TCP resends them).
+    with NamespacedHosts(3, delay_us=200, loss=0.01) as hosts:
+        processes = hosts.start_ranks(6, [sys.executable, WORKER, "collectives"], env={"LOOM_CACHE_DIR": str(tmp_path)})
+        codes, output = finish(processes, 270)
+    assert codes == [0] * 6, output[-6000:]
+    found = results(output)
+    assert sorted(found) == list(range(6)), output[-4000:]
+    for records in found.values():
+        assert records[0]["nodes"] == 3 and records[0]["ranks_per_node"] == 2, records
+
+
+@pytest.mark.timeout(300)
+def test_a_small_all_reduce_across_two_hosts_takes_at_most_one_and_a_half_round_trips(tmp_path):
+    # 1 ms each way, so that the link's round trip (about 2 ms) dwarfs the hosts' own work: up to 64 KiB, a call
+    # takes at most 1.5 of them (bench/multihost_bench.py measures 0 and 25 us too).
+    rank_program = Path(__file__).resolve().parents[2] / "bench" / "multihost_rank.py"
+    sizes = [1 << 10, 16 << 10, 64 << 10]
+    with NamespacedHosts(2, delay_us=1000) as hosts:
+        round_trip = hosts.round_trip_s(0, 1)
+        command = [sys.executable, str(rank_program), ",".join(map(str, sizes)), "60"]
+        processes = hosts.start_ranks(4, command, env={"LOOM_CACHE_DIR": str(tmp_path)})
+        codes, output = finish(processes, 240)
+    assert codes == [0] * 4, output[-6000:]
+    records = results(output)[0]
+    assert [record["bytes"] for record in records] == sizes, records
+    for record in records:
+        trips = record["median_s"] / round_trip
+        print(
+            f"{record['bytes']} B: {record['median_s'] * 1e3:.2f} ms, {trips:.2f} round trips of {round_trip * 1e3:.2f} ms"
+        )
+        assert record["plan"].startswith("allreduce_hierarchical_packet"), record
+        assert trips <= 1.5, (record, round_trip)

@@ -203,6 +203,17 @@ _ENTRIES = [
         multi_node=TWO_NODES,
     ),
     Algorithm(
+        "allreduce_hierarchical_packet",
+        "allreduce_hierarchical_packet",
+        "allreduce",
+        "ll",
+        "intra-node packets to each shard's owner, the node's sum of the shard to the twin rank on the other node as"
+        " packets over a port channel, the sum as packets to every local rank: the link crossed once, no signals",
+        world_sizes=(),
+        multi_node=tuple((2, per_node) for per_node in range(1, 9)),
+        max_message_bytes=64 * KiB,
+    ),
+    Algorithm(
         "allreduce_hierarchical_rs_ag",
         "allreduce_hierarchical_rs_ag",
         "allreduce",

@@ -71,7 +71,8 @@ KiB, GiB = 1 << 10, 1 << 30
 # one, and large reduce-scatters use the full mesh (reducescatter_read is one node only). Untuned:
 # the boundaries are TABLE's, and instances are written for 2 ranks, as in TABLE, then scaled.
 TWO_NODE_TABLE: list[Row] = [
-    ("allreduce_hierarchical", 0, 512 * KiB, 8, 512),
+    ("allreduce_hierarchical_packet", 0, 64 * KiB, 2, 512),  # one crossing of the link (issue 56)
+    ("allreduce_hierarchical", 64 * KiB + 1, 512 * KiB, 8, 512),
     ("allreduce_hierarchical", 512 * KiB + 1, GiB, 64, 1024),
     ("allgather_fullmesh_packet", 0, 128 * KiB, 8, 512),
     ("allgather_fullmesh", 128 * KiB + 1, GiB, 64, 1024),
@@ -82,7 +83,10 @@ TWO_NODE_TABLE: list[Row] = [
 
 # Across nodes, where a TWO_NODE_TABLE algorithm does not run (more than 2 nodes, one GPU per node): the
 # library algorithm that runs there instead, with the row's sizes and instances.
-ACROSS_NODES_STAND_INS = {"allreduce_hierarchical": "allreduce_hierarchical_rs_ag"}
+ACROSS_NODES_STAND_INS = {
+    "allreduce_hierarchical": "allreduce_hierarchical_rs_ag",
+    "allreduce_hierarchical_packet": "allreduce_hierarchical_rs_ag",
+}
 
 # One plan per shape for the whole size range the algorithm declares, where the table has no rows of
 # the collective and the algorithm runs the shape, with these instances. Broadcast is bundled from root 0,

@@ -3,13 +3,25 @@ and the dependency pass tells packet reads from plain ones with it.
 
 Per op: the operand fields it reads, the fields it writes, and whether it reduces its sources.
 A field is ``(name, as packets)``: a packet read polls until the packets of the current call are
-there; a packet write stores data with the call's flag. ``srcs`` and ``dsts`` are lists (a send with
+there; a packet write stores data with the call's flag; ``IN_SCRATCH``: packets where the reference is
+into scratch, plain data elsewhere. ``srcs`` and ``dsts`` are lists (a send with
 ``srcs`` moves source i to destination i, PAIRED_SENDS); a
 reference through a switch channel stands for the same range on every member of its group, so
 ``multimem_reduce`` reduces over the group and ``multimem_broadcast`` writes every member.
 """
 
 from __future__ import annotations
+
+# A packet op's own src or dst is packets when it lies in scratch and plain data elsewhere: what the executor
+# does (executor/src/resolve.cc, emitDataPart), so a reduction's result kept in scratch is packets there.
+IN_SCRATCH = "packets in scratch"
+
+
+def as_packets(mode: bool | str, buffer: str) -> bool:
+    """Whether a reference into ``buffer`` of a field read or written in ``mode`` (True, False, IN_SCRATCH) is an
+    access of packets."""
+    return mode is True or (mode == IN_SCRATCH and buffer == "scratch")
+
 
 _PLAIN_SRC = (("src", False),)
 DATA_OPS: dict[str, tuple[tuple, tuple, bool]] = {
@@ -22,16 +34,16 @@ DATA_OPS: dict[str, tuple[tuple, tuple, bool]] = {
     "read_reduce": ((("srcs", False),), (("dst", False),), True),
     "reduce_send": ((("srcs", False),), (("dst", False), ("dsts", False)), True),
     "read_reduce_send": ((("srcs", False),), (("dst", False), ("dsts", False)), True),
-    "put_packet": ((("src", False), ("srcs", False)), (("dsts", True),), False),
+    "put_packet": ((("src", IN_SCRATCH), ("srcs", False)), (("dsts", True),), False),
     "read_put_packet": ((("src", True), ("srcs", True)), (("dsts", True),), False),
-    "copy_packet": (_PLAIN_SRC, (("dst", True),), False),
-    "unpack_packet": ((("src", True),), (("dst", False),), False),
-    "reduce_packet": ((("src", False), ("srcs", True)), (("dst", False),), True),
-    "reduce_send_packet": ((("src", False), ("srcs", True)), (("dst", False), ("dsts", True)), True),
-    "reduce_copy_packet": ((("src", False), ("srcs", True)), (("dst", False), ("packet_dst", True)), True),
+    "copy_packet": ((("src", IN_SCRATCH),), (("dst", True),), False),
+    "unpack_packet": ((("src", True),), (("dst", IN_SCRATCH),), False),
+    "reduce_packet": ((("src", IN_SCRATCH), ("srcs", True)), (("dst", IN_SCRATCH),), True),
+    "reduce_send_packet": ((("src", IN_SCRATCH), ("srcs", True)), (("dst", IN_SCRATCH), ("dsts", True)), True),
+    "reduce_copy_packet": ((("src", IN_SCRATCH), ("srcs", True)), (("dst", IN_SCRATCH), ("packet_dst", True)), True),
     "reduce_copy_send_packet": (
-        (("src", False), ("srcs", True)),
-        (("dst", False), ("packet_dst", True), ("dsts", True)),
+        (("src", IN_SCRATCH), ("srcs", True)),
+        (("dst", IN_SCRATCH), ("packet_dst", True), ("dsts", True)),
         True,
     ),
     "multimem_reduce": (_PLAIN_SRC, (("dst", False), ("dsts", False)), True),

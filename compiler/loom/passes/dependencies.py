@@ -30,7 +30,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 
 from loom.ir import model as ir
-from loom.ir.effects import DATA_OPS
+from loom.ir.effects import DATA_OPS, as_packets
 from loom.ir.shapes import inplace_alias
 
 _THREAD_SYNC_OPS = {"nop", "barrier", "signal", "wait", "flush", "sem_acquire", "sem_release"}
@@ -68,19 +68,21 @@ def _over_body(op: ir.Op, access: Callable[[ir.Op], tuple[set[Chunk], set[Chunk]
 def _packet_access(op: ir.Op, name: Callable[[str, int], Chunk]) -> tuple[set[Chunk], set[Chunk]]:
     """(reads, writes) of the rank's own chunks that the op reads or writes as LL packets."""
 
-    def as_packets(o: ir.Op) -> tuple[set[Chunk], set[Chunk]]:
+    def packets_of(o: ir.Op) -> tuple[set[Chunk], set[Chunk]]:
         if o.op not in DATA_OPS:
             return set(), set()
         read_fields, write_fields, _ = DATA_OPS[o.op]
 
         def local(fields: tuple) -> list[ir.ChunkRef]:
-            refs = [getattr(o, f) for f, packet in fields if packet]
-            flat = [r for ref in refs for r in (ref if isinstance(ref, list) else [ref]) if r is not None]
-            return [ref for ref in flat if not ref.is_remote]
+            refs = [(getattr(o, f), packet) for f, packet in fields if packet]
+            flat = [
+                (r, packet) for ref, packet in refs for r in (ref if isinstance(ref, list) else [ref]) if r is not None
+            ]
+            return [ref for ref, packet in flat if not ref.is_remote and as_packets(packet, ref.buffer)]
 
         return _chunks(local(read_fields), name), _chunks(local(write_fields), name)
 
-    return _over_body(op, as_packets)
+    return _over_body(op, packets_of)
 
 
 def _touching(body: list[ir.Op], chunks: set[Chunk], name: Callable[[str, int], Chunk]) -> list[int]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from loom.errors import PlanError
-from loom.ir.effects import DATA_OPS, PAIRED_SENDS, REF_FIELDS, longest_range, refs_of
+from loom.ir.effects import DATA_OPS, PAIRED_SENDS, REF_FIELDS, as_packets, longest_range, refs_of
 from loom.ir.shapes import buffer_slots, inplace_alias
 from loom.verify.report import Finding, FindingLog, finding_at, loc_text, op_text
 
@@ -214,7 +214,7 @@ class Program:
                         if isinstance(resolved, str):
                             problem = problem or resolved
                         else:
-                            out.extend((ref, packet) for ref in resolved)
+                            out.extend((ref, as_packets(packet, data.get("buffer", ""))) for ref in resolved)
             if name in ("put_with_signal", "put_with_signal_and_flush"):
                 step.signals = sorted({d["channel"] for d in op["dsts"]})
             step.port_channels = sorted(

@@ -18,6 +18,7 @@ EXPECTED = {
     "allreduce_rs_ag",
     "allreduce_rs_ag_pipelined",
     "allreduce_hierarchical",
+    "allreduce_hierarchical_packet",
     "allreduce_hierarchical_rs_ag",
     "allreduce_zero_copy",
     "allreduce_read",
@@ -208,7 +209,8 @@ def test_packet_algorithms_use_no_signal_or_wait():
     for name in names():
         if get(name).protocol != "ll":
             continue
-        plan = json.loads(compile_algorithm(name, 4))
+        shape = (4, None) if get(name).world_sizes else (4, 2)
+        plan = json.loads(compile_algorithm(name, *shape))
         ops = {op["op"] for gpu in plan["gpus"] for tb in gpu["threadblocks"] for op in walk_ops(tb["ops"])}
         allowed = {"signal", "wait"} if name in ONE_WAY_PACKETS else set()
         assert not ops & ({"signal", "wait", "flush", "put", "put_with_signal"} - allowed), (name, ops)

@@ -82,7 +82,22 @@ def _mutants(plan: dict, kind: str) -> Iterator[tuple[str, dict, str | None]]:
                 and "reduce" not in ops[index + 1]["op"]
             ):
                 why = "the nop comes right before a put over a port channel, and the executor syncs the block there"
+            elif 0 < index < len(ops) - 1 and _after_unrelated_port_put(plan, gpu, ops[index - 1], ops[index + 1]):
+                why = (
+                    "the nop comes right after a put over a port channel, before which the executor syncs the block,"
+                    " and the put touches nothing the op after the nop writes"
+                )
             yield where, _changed(plan, number, lambda ops, i: ops.pop(i)), why
+
+
+def _after_unrelated_port_put(plan: dict, gpu: dict, put: dict, after: dict) -> bool:
+    """Whether ``put`` is a (non-reducing) put over a port channel that reads nothing ``after`` writes: then what a
+    nop between them orders was ordered by the block sync the executor makes before the put."""
+    channels = {channel["id"]: channel["type"] for channel in gpu["channels"]}
+    if not _port_channels(put, channels) or "reduce" in put["op"]:
+        return False
+    written = [after.get("dst"), after.get("packet_dst")]
+    return not _local(plan, gpu, [put.get("src"), *put.get("srcs", [])]) & _local(plan, gpu, written)
 
 
 def _port_channels(op: dict, channels: dict[int, str]) -> set[int]:

@@ -297,3 +297,19 @@ def test_two_thread_blocks_acquiring_one_semaphore_are_refused():
     other["ops"].append(dict(acquire))
     found = [f for f in _only(verify(plan, calls=3), "deadlock") if "acquires too" in f.message]
     assert found and f"sem{acquire['semaphores'][0]}" in found[0].message, found
+
+
+def test_a_packet_ops_scratch_operand_is_packets_as_the_executor_takes_it():
+    """The executor reads and writes a packet op's own src or dst as packets when it lies in scratch (resolve.cc,
+    emitDataPart). allreduce_hierarchical_packet for 2 nodes of one rank packs its input into scratch (copy_packet)
+    and sends those packets to its twin; with a plain copy there, the executor would send the plain bytes as
+    packets and the twin would wait for flags that never come: refused, naming the plain data."""
+    plan = json.loads(compile_algorithm("allreduce_hierarchical_packet", 2, 1, verify=False))
+    assert verify(plan) == []
+    for gpu in plan["gpus"]:
+        for tb in gpu["threadblocks"]:
+            for op in tb["ops"]:
+                if op["op"] == "copy_packet":
+                    op["op"] = "copy"
+    found = [f for f in verify(plan) if f.category == "packet"]
+    assert found and all("but it holds plain data written by" in f.message for f in found), found
