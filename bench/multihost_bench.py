@@ -86,7 +86,7 @@ def main() -> None:
                 f" {record['median_s'] * 1e6:.0f} | {trips:.2f} |"
             )
     print()
-    print(f"| bytes per rank | plan | time per call (ms) | bus bandwidth (Mbit/s) | link rate (Mbit/s) |")
+    print("| bytes per rank | plan | time per call (ms) | bus bandwidth (Mbit/s) | link rate (Mbit/s) |")
     print("|---|---|---|---|---|")
     for record in bandwidth:
         bus = 2 * 3 / 4 * record["bytes"] * 8 / record["median_s"] / 1e6

@@ -6,9 +6,10 @@ same local index on the other node. The input is cut into 2g chunks; local rank 
 
 1. Inside the node: every rank sends shard q of its input as packets to local rank q.
 2. Local rank l reduces shard l of its input with the g - 1 received shards (polling their flags): the node's sum.
-3. Across the nodes: it sends the node's sum (kept in scratch, which nothing writes again in the call, so no flush
-   is needed: over TCP a flush waits for the peer's acknowledgement, a round trip) as packets to its twin over the
-   port channel; then it adds the twin's packets to it, into shard l of its output: the sum over both nodes.
+3. Across the nodes: it sends the node's sum as packets to its twin over the port channel (packed into the
+   channel's staging area as the op runs, so no flush is needed before the sum is written over: over TCP a flush
+   waits for the peer's acknowledgement, a round trip); then it adds the twin's packets to it: the sum over both
+   nodes, in shard l of its output.
 4. Inside the node: it sends the sum as packets to every local rank, which unpack it into shard l of their output.
 
 No signal or wait at all: every step polls packet flags, and the executor double-buffers LL scratch, so a call
@@ -45,9 +46,9 @@ def build(
     program = CollectiveProgram(s.name, AllReduce(n, 1, s.inplace), n, **s.program_args())
     s.annotate(program)
     with program:
-        # Scratch shards: g - 1 from local peers (step 1), the node's sum (2), the twin's (3), g - 1 sums (4).
-        scratch = [Buffer(r, 2 * (2 * g)) for r in range(n)]
-        node_at, twin_at, sums_at = g - 1, g, g + 1
+        # Scratch shards: g - 1 from local peers (step 1), the twin's sum (3), g - 1 sums (4).
+        scratch = [Buffer(r, 2 * (2 * g - 1)) for r in range(n)]
+        twin_at, sums_at = g - 1, g
         local = {r: [r - r % g + q for q in range(g) if r - r % g + q != r] for r in range(n)}
         memory = {(r, p): MemoryChannel(p, r) for r in range(n) for p in local[r]}
         port = {r: PortChannel((r + g) % n, r) for r in range(n)}
@@ -60,22 +61,21 @@ def build(
             source = rank.get_input_buffer()
             result = source if s.inplace else rank.get_output_buffer()
             mine = r % g
+            own = shard(result, mine)
             # 1. Shard q of the input to local rank q.
             for p in local[r]:
                 memory[(r, p)].put_packets(shard(scratch[p], slot(p % g, mine)), shard(source, p % g), tb=0)
-            # 2. The node's sum of shard l, as packets in scratch (a packet op's result there is packets): nothing
-            # writes it again in the call, so the proxy may read it until the call ends (no flush, which over TCP
-            # waits for the peer's acknowledgement).
+            # 2. The node's sum of shard l, into shard l of the output (with one rank a node, the input's shard).
             received = [shard(scratch[r], slot(mine, p % g)) for p in local[r]]
-            node_sum = shard(scratch[r], node_at)
+            node_sum = own if received else shard(source, mine)
             if received:
-                rank.reduce(shard(source, mine), received, tb=0, dst_chunk=node_sum, packet=True)
-            else:
-                rank.copy_packets(node_sum, shard(source, mine), tb=0)
-            # 3. The packets to the twin over the port channel, and the twin's sum added: the sum over both nodes.
+                rank.reduce(shard(source, mine), received, tb=0, dst_chunk=own, packet=True)
+            # 3. To the twin as packets over the port channel: the block packs them into the channel's staging
+            # area as the op runs (the proxy reads that, not the output), so the sum may be written over at once,
+            # with no flush, which over TCP would wait a round trip for the peer's acknowledgement. Then the
+            # twin's sum added: the sum over both nodes.
             twin = (r + g) % n
             port[r].put_packets(shard(scratch[twin], twin_at), node_sum, tb=0)
-            own = shard(result, mine)
             rank.reduce(node_sum, [shard(scratch[r], twin_at)], tb=0, dst_chunk=own, packet=True)
             # 4. The sum to every local rank, unpacked there.
             for p in local[r]:

@@ -32,6 +32,13 @@ from loom.verify.sync import Sync
 from loom.verify.waiters import check as check_waiters
 
 
+def _staged_packets(step: Step) -> bool:
+    """Packets for a port channel: the block's threads pack them into the channel's staging area as the op runs,
+    and the proxy sends the staging area, not this rank's buffers (executor/src/resolve.cc, emitDataPart), then
+    the block waits until it no longer reads it. So nothing of the rank is read after the op."""
+    return step.name.endswith("_packet")
+
+
 def proxy_of(block: tuple, channel: int) -> tuple:
     """The block that stands for the proxy carrying ``block``'s port-channel puts on ``channel``."""
     return (block[0], ("proxy", block[1], channel))
@@ -212,7 +219,7 @@ class Executor:
             run_data_op(step, call, self.memory, self.clocks, self.log)
         if syncs_after(step):
             self.threads.sync(block)
-        if step.port_channels:
+        if step.port_channels and not _staged_packets(step):
             self._proxy_reads(step, clock, call)
         for channel in step.flushes:
             # The proxy has done everything the block posted on the channel: what it read may be written now.

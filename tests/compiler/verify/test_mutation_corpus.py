@@ -87,6 +87,11 @@ def _mutants(plan: dict, kind: str) -> Iterator[tuple[str, dict, str | None]]:
                     "the nop comes right after a put over a port channel, before which the executor syncs the block,"
                     " and the put touches nothing the op after the nop writes"
                 )
+            elif index > 0 and _port_channels(ops[index - 1], channels) and "reduce" in ops[index - 1]["op"]:
+                why = (
+                    "the nop comes right after a reduce-and-send over a port channel, which the executor syncs the"
+                    " block after (before the proxy sends the result, or the staged packets' reads-only flush)"
+                )
             yield where, _changed(plan, number, lambda ops, i: ops.pop(i)), why
 
 

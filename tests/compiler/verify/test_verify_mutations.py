@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from loom.assembly import assemble_file
+from loom.assembly import assemble, assemble_file
 from loom.compiler.driver import compile_algorithm
 from loom.verify import verify
 
@@ -301,15 +301,30 @@ def test_two_thread_blocks_acquiring_one_semaphore_are_refused():
 
 def test_a_packet_ops_scratch_operand_is_packets_as_the_executor_takes_it():
     """The executor reads and writes a packet op's own src or dst as packets when it lies in scratch (resolve.cc,
-    emitDataPart). allreduce_hierarchical_packet for 2 nodes of one rank packs its input into scratch (copy_packet)
-    and sends those packets to its twin; with a plain copy there, the executor would send the plain bytes as
-    packets and the twin would wait for flags that never come: refused, naming the plain data."""
-    plan = json.loads(compile_algorithm("allreduce_hierarchical_packet", 2, 1, verify=False))
+    emitDataPart). Here each rank packs its input into its scratch and sends those packets on; with a plain copy
+    in place of the packing, the executor would send the plain bytes as packets and the peer would wait for flags
+    that never come: refused, naming the plain data."""
+    text = """
+plan forward_packed
+collective sendrecv  protocol ll  inplace false
+world_size 2  ranks_per_node 2  threads_per_block 256
+message_bytes 0..65536  alignment_bytes 16
+""" + "".join(
+        f"""
+rank {r}  chunks input 1 output 1 scratch 2
+  channel 0 memory peer {1 - r}
+  tb 0
+    copy_packet input[0] -> scratch[0]
+    put_packet scratch[0] -> ch0:scratch[1]
+    unpack_packet scratch[1] -> output[0]
+"""
+        for r in range(2)
+    )
+    plan = assemble(text, "forward_packed.txt", check=True)
     assert verify(plan) == []
     for gpu in plan["gpus"]:
-        for tb in gpu["threadblocks"]:
-            for op in tb["ops"]:
-                if op["op"] == "copy_packet":
-                    op["op"] = "copy"
+        for op in gpu["threadblocks"][0]["ops"]:
+            if op["op"] == "copy_packet":
+                op["op"] = "copy"
     found = [f for f in verify(plan) if f.category == "packet"]
     assert found and all("but it holds plain data written by" in f.message for f in found), found
