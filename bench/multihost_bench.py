@@ -7,7 +7,9 @@ of 2 nodes of 2 ranks, run by bench/multihost_rank.py through ``loom.Communicato
 
 1. Round trips: link 0 goes through tests/multihost/link_forwarder.py, adding a one-way delay of 0, 25 us and 1 ms.
    The link's round trip is measured by a TCP ping-pong over it; a size's median time per all-reduce divided by
-   it is the call's round trips (the host's own work is in there too, which is why 0 added delay shows more).
+   it is the call's round trips all told (the hosts' own work is in there too, which is why 0 added delay shows
+   more), and the time a call gains from 0 to 1 ms each way, divided by what the round trip gains, is the link's
+   share: the round trips the algorithm itself needs.
 2. Bandwidth: a kernel bridge whose ports tbf shapes to ``--rate-mbit``; large all-reduces; the bus bandwidth
    (2 (n - 1) / n x bytes per rank / time, nccl-tests' definition) against the rate, and what crosses the link
    (each rank of a node pair sends 1/g of the message across: the hierarchical plans).
@@ -86,15 +88,33 @@ def main() -> None:
                 f" {record['median_s'] * 1e6:.0f} | {trips:.2f} |"
             )
     print()
-    print("| bytes per rank | plan | time per call (ms) | bus bandwidth (Mbit/s) | link rate (Mbit/s) |")
-    print("|---|---|---|---|---|")
+    print("| bytes per rank | time added by 1 ms each way (us) | in link round trips (the link's share) |")
+    print("|---|---|---|")
+    for size, added, trips in link_share(latency):
+        print(f"| {size} | {added * 1e6:.0f} | {trips:.2f} |")
+    print()
+    columns = ["bytes per rank", "plan", "time per call (ms)", "bus bandwidth (Mbit/s)", "on the link (Mbit/s)"]
+    print("| " + " | ".join([*columns, "link rate (Mbit/s)"]) + " |")
+    print("|---|---|---|---|---|---|")
     for record in bandwidth:
         bus = 2 * 3 / 4 * record["bytes"] * 8 / record["median_s"] / 1e6
+        # The hierarchical plans send each node's sum of every shard to the other node: the message, each way.
+        link = record["bytes"] * 8 / record["median_s"] / 1e6
         print(
-            f"| {record['bytes']} | {record['plan']} | {record['median_s'] * 1e3:.1f} | {bus:.0f} |"
+            f"| {record['bytes']} | {record['plan']} | {record['median_s'] * 1e3:.1f} | {bus:.0f} | {link:.0f} |"
             f" {args.rate_mbit:.0f} |"
         )
     plot(latency, args.plot)
+
+
+def link_share(latency: dict[int, tuple[float, list[dict]]]) -> list[tuple[int, float, float]]:
+    """(bytes, seconds a call gains from 0 to 1 ms added each way, that in round trips): the link's part of a call,
+    without the hosts' own work."""
+    (near, without), (far, delayed) = latency[0], latency[1000]
+    return [
+        (fast["bytes"], slow["median_s"] - fast["median_s"], (slow["median_s"] - fast["median_s"]) / (far - near))
+        for fast, slow in zip(without, delayed, strict=True)
+    ]
 
 
 def plot(latency: dict[int, tuple[float, list[dict]]], path: Path) -> None:
@@ -109,6 +129,8 @@ def plot(latency: dict[int, tuple[float, list[dict]]], path: Path) -> None:
         sizes = [record["bytes"] for record in records]
         trips = [record["median_s"] / round_trip for record in records]
         axes.plot(sizes, trips, "o-", label=f"+{delay} us one way (round trip {round_trip * 1e6:.0f} us)")
+    share = link_share(latency)
+    axes.plot([s[0] for s in share], [s[2] for s in share], "k^-", label="the link's share (0 to 1 ms each way)")
     axes.axhline(1.5, color="gray", linestyle="--", label="1.5 round trips (the target up to 64 KiB)")
     axes.set_xscale("log", base=2)
     axes.set_xlabel("bytes per rank")
