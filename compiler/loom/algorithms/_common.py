@@ -158,6 +158,25 @@ def ring(setup_: Setup, port_within_node: bool = False) -> dict[tuple[int, int],
     return channels
 
 
+@dataclass
+class TwoNodeChannels:
+    """The channels of a two-node hierarchical algorithm: each rank's local peers, a memory channel to each, and
+    a port channel to its twin (the same local index on the other node)."""
+
+    local: dict[int, list[int]]
+    memory: dict[tuple[int, int], MemoryChannel]
+    port: dict[int, PortChannel]
+
+
+def two_node_channels(setup_: Setup) -> TwoNodeChannels:
+    """Declared in this order, memory channels first, on every rank (channels pair by declaration order)."""
+    n, g = setup_.world_size, setup_.ranks_per_node
+    local = {r: [r - r % g + q for q in range(g) if r - r % g + q != r] for r in range(n)}
+    memory = {(r, p): MemoryChannel(p, r) for r in range(n) for p in local[r]}
+    port = {r: PortChannel((r + g) % n, r) for r in range(n)}
+    return TwoNodeChannels(local, memory, port)
+
+
 def peers(rank: int, world_size: int) -> list[int]:
     """The other ranks, starting after ``rank`` and wrapping, so that ranks start on different peers."""
     return [(rank + step) % world_size for step in range(1, world_size)]

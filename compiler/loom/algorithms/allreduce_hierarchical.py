@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom.algorithms._common import setup, slot
-from loom.language import AllReduce, Buffer, CollectiveProgram, MemoryChannel, PortChannel, Rank, SyncType
+from loom.algorithms._common import setup, slot, two_node_channels
+from loom.language import AllReduce, Buffer, CollectiveProgram, Rank, SyncType
 
 NAME = "allreduce_hierarchical"
 
@@ -47,9 +47,8 @@ def build(
         # Scratch: g - 1 shards from local peers, then one shard from the twin.
         scratch = [Buffer(r, 2 * g) for r in range(n)]
         remote = 2 * (g - 1)
-        local = {r: [r - r % g + q for q in range(g) if r - r % g + q != r] for r in range(n)}
-        memory = {(r, p): MemoryChannel(p, r) for r in range(n) for p in local[r]}
-        port = {r: PortChannel((r + g) % n, r) for r in range(n)}
+        channels = two_node_channels(s)
+        local, memory, port = channels.local, channels.memory, channels.port
         results = [Rank(r).get_input_buffer() if s.inplace else Rank(r).get_output_buffer() for r in range(n)]
 
         def shard(buffer, local_rank: int):

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom.algorithms._common import setup, slot
-from loom.language import AllReduce, Buffer, CollectiveProgram, MemoryChannel, PortChannel, Rank
+from loom.algorithms._common import setup, slot, two_node_channels
+from loom.language import AllReduce, Buffer, CollectiveProgram, Rank
 
 NAME = "allreduce_hierarchical_packet"
 
@@ -49,9 +49,8 @@ def build(
         # Scratch shards: g - 1 from local peers (step 1), the twin's sum (3), g - 1 sums (4).
         scratch = [Buffer(r, 2 * (2 * g - 1)) for r in range(n)]
         twin_at, sums_at = g - 1, g
-        local = {r: [r - r % g + q for q in range(g) if r - r % g + q != r] for r in range(n)}
-        memory = {(r, p): MemoryChannel(p, r) for r in range(n) for p in local[r]}
-        port = {r: PortChannel((r + g) % n, r) for r in range(n)}
+        channels = two_node_channels(s)
+        local, memory, port = channels.local, channels.memory, channels.port
 
         def shard(buffer, index: int):
             return buffer[2 * index : 2 * index + 2]
